@@ -1,0 +1,43 @@
+// Proves that the JSON codec keeps 128-bit integers exact both ways, at and past
+// every boundary the ledger uses, and refuses malformed text.
+import t from 'tap';
+import { JsonSyntaxError, parseJson, stringifyJson } from './json.js';
+
+t.test('integers beyond 2^53 are parsed exactly as bigint, safe ones as number', async (t) => {
+  const cases: [string, number | bigint][] = [
+    ['9007199254740991', 9007199254740991],
+    ['9007199254740993', 9007199254740993n],
+    ['18446744073709551616', 18446744073709551616n],
+    ['170141183460469231731687303715884105727', (1n << 127n) - 1n],
+    ['170141183460469231731687303715884105728', 1n << 127n],
+    ['340282366920938463463374607431768211455', (1n << 128n) - 1n],
+    ['340282366920938463463374607431768211456', 1n << 128n],
+    ['-170141183460469231731687303715884105728', -(1n << 127n)],
+  ];
+  for (const [text, want] of cases) t.equal((parseJson(`{"n":${text}}`) as { n: unknown }).n, want, text);
+});
+
+t.test('non-integer literals stay numbers, so schemas can refuse them by name', async (t) => {
+  t.equal(parseJson('1.5'), 1.5);
+  t.equal(parseJson('1e30'), 1e30);
+  t.equal(parseJson('-0'), 0);
+});
+
+t.test('bigint values are written as bare JSON numbers and round-trip', async (t) => {
+  const value = { consumed: 18446744073709551621n, n: 1, list: [(1n << 128n) - 1n] };
+  const text = stringifyJson(value);
+  t.equal(text, '{"consumed":18446744073709551621,"n":1,"list":[340282366920938463463374607431768211455]}');
+  t.same(parseJson(text), value);
+});
+
+t.test('malformed JSON and duplicate keys are syntax errors', async (t) => {
+  for (const text of ['{"a":1', '{"a":1,"a":2}', '', 'nope', '{"a":01}']) {
+    t.throws(() => parseJson(text), JsonSyntaxError, text);
+  }
+});
+
+t.test('a __proto__ key is an own property, not a prototype', async (t) => {
+  const v = parseJson('{"__proto__":{"polluted":true}}') as Record<string, unknown>;
+  t.equal(Object.getPrototypeOf(v), Object.prototype);
+  t.equal(({} as Record<string, unknown>).polluted, undefined);
+});

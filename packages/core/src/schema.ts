@@ -1,0 +1,127 @@
+/**
+ * The field schemas every record of the ledger is built from. Input stays `unknown`
+ * until one of these has parsed it; the types are inferred from them.
+ *
+ * Integer fields accept a safe JSON number or a `bigint` from the lossless codec and
+ * refuse anything inexact (1.5, 1e30) with a message that names the rule. Money is
+ * always `bigint`; counts and ticks are `number`.
+ */
+import { z } from 'zod';
+import { COUNTER_MAX, DELTA_MAX, DELTA_MIN, ENTRY_MINOR_MAX } from './int128.js';
+
+/** Limits of one intent. The gateway may configure lower ones, never higher. */
+export const LIMITS = {
+  entriesCountMax: 256,
+  evidenceCountMax: 64,
+  bindingsCountMax: 32,
+  bindingStringLengthMax: 256,
+  capabilitiesCountMax: 64,
+  idLengthMax: 128,
+  commentLengthMax: 1024,
+} as const;
+
+/** An exact integer in [lo, hi], returned as `bigint`. */
+export function bigIntIn(lo: bigint, hi: bigint, phrase: string) {
+  return z
+    .union([z.number(), z.bigint()], { error: `must be ${phrase}` })
+    .transform((v, ctx) => {
+      if (typeof v === 'number' && !Number.isSafeInteger(v)) {
+        ctx.addIssue({ code: 'custom', message: `must be ${phrase}, written as an exact integer` });
+        return z.NEVER;
+      }
+      const n = BigInt(v);
+      if (n < lo || n > hi) {
+        ctx.addIssue({ code: 'custom', message: `must be ${phrase}` });
+        return z.NEVER;
+      }
+      return n;
+    })
+    .meta({ type: 'integer', minimum: lo, maximum: hi, format: 'int128' });
+}
+
+/** An exact integer in [lo, hi] (both safe), returned as `number`. */
+export function intIn(lo: number, hi: number, phrase = `an integer from ${lo} to ${hi}`) {
+  return z
+    .union([z.number(), z.bigint()], { error: `must be ${phrase}` })
+    .transform((v, ctx) => {
+      const n = typeof v === 'bigint' ? Number(v) : v;
+      if (!Number.isSafeInteger(n) || n < lo || n > hi) {
+        ctx.addIssue({ code: 'custom', message: `must be ${phrase}` });
+        return z.NEVER;
+      }
+      return n;
+    })
+    .meta({ type: 'integer', minimum: lo, maximum: hi });
+}
+
+function idOf(prefix: string, what: string) {
+  const re = new RegExp(`^${prefix}[A-Za-z0-9][A-Za-z0-9_.:-]{0,${LIMITS.idLengthMax - prefix.length - 1}}$`);
+  return z.string({ error: `must be ${what}` }).regex(re, `must be ${what} (${prefix}<id>)`);
+}
+
+export const TransactionId = idOf('txn_', 'a transaction id');
+export const AccountId = idOf('acc_', 'an account id');
+export const UsageId = idOf('usage_', 'a usage-balance id');
+/** Party ids and policy ids are opaque: letters, digits and `_ . : -`. */
+export const PartyId = idOf('', 'a party id');
+export const PolicyId = idOf('', 'a policy id');
+
+export const AGENT_URI = /^agent:\/\/([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?\/agent\/[A-Za-z0-9._~-]{1,128}$/;
+/** `agent://<authority>/agent/<agent_id>`. */
+export const AgentUri = z.string({ error: 'must be an agent URI' }).max(512).regex(AGENT_URI, 'must be an agent URI (agent://<authority>/agent/<agent_id>)');
+
+/** Three to twelve capitals or digits, starting with a capital: ISO 4217 codes and ledger units. */
+export const Currency = z.string({ error: 'must be a currency code' }).regex(/^[A-Z][A-Z0-9]{2,11}$/, 'must be a currency code (e.g. USD)');
+
+export const ACTION_NAME = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
+/** A dotted action name, e.g. `purchase.book`. */
+export const ActionName = z.string({ error: 'must be an action name' }).max(128).regex(ACTION_NAME, 'must be an action name (dotted lowercase words, e.g. purchase.book)');
+/** An action pattern: an action name, `<prefix>.*`, or `*`. */
+export const ActionPattern = z
+  .string({ error: 'must be an action pattern' })
+  .max(128)
+  .regex(/^(\*|[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*(\.\*)?)$/, 'must be an action name, a prefix ending in .*, or *');
+
+export const Sha256Hex = z.string({ error: 'must be a SHA-256 digest' }).regex(/^[0-9a-f]{64}$/, 'must be a lowercase-hex SHA-256 digest');
+
+export const Amount = z.strictObject({
+  minor: bigIntIn(1n, ENTRY_MINOR_MAX, 'a positive integer below 2^127'),
+  currency: Currency,
+});
+export type Amount = z.output<typeof Amount>;
+
+export const Side = z.enum(['Debit', 'Credit'], { error: 'must be Debit or Credit' });
+export type Side = z.output<typeof Side>;
+
+export const Entry = z.strictObject({ account: AccountId, side: Side, amount: Amount });
+export type Entry = z.output<typeof Entry>;
+
+export const SignedAmount = z.strictObject({
+  minor: bigIntIn(DELTA_MIN, DELTA_MAX, 'an integer from -2^127 to 2^127-1'),
+  currency: Currency,
+});
+export const UsageMove = z.strictObject({ usage: UsageId, amount: SignedAmount });
+export type UsageMove = z.output<typeof UsageMove>;
+
+const BindingKey = /^[a-z][a-z0-9_]{0,63}$/;
+export const BindingValue = z.union(
+  [
+    z.string().max(LIMITS.bindingStringLengthMax),
+    z.boolean(),
+    z.number().refine(Number.isSafeInteger).transform((n) => BigInt(n)),
+    z.bigint(),
+  ],
+  { error: `must be a string (at most ${LIMITS.bindingStringLengthMax} characters), an integer or a boolean` },
+);
+export type BindingValue = z.output<typeof BindingValue>;
+export const Bindings = z
+  .record(z.string().regex(BindingKey, 'binding names are lowercase words (a-z, 0-9, _)'), BindingValue)
+  .refine((b) => Object.keys(b).length <= LIMITS.bindingsCountMax, `at most ${LIMITS.bindingsCountMax} bindings`);
+
+export const Action = z.strictObject({ action: ActionName, bindings: Bindings });
+export type Action = z.output<typeof Action>;
+
+export const Comment = z.string().max(LIMITS.commentLengthMax);
+
+/** A counter value as stored: 0..2^128-1. */
+export const Counter = bigIntIn(0n, COUNTER_MAX, 'an integer from 0 to 2^128-1');
