@@ -1,0 +1,128 @@
+// Proves the commit point's order of checks and its bookkeeping: idempotent replay,
+// binding, trust and capability checks, the policy pin, the hash chain over every
+// applied operation, and that refusals before judgement record nothing.
+import t from 'tap';
+import { apply, chainLink, createLedger, GENESIS_HASH } from './apply.js';
+import { stateHash } from './snapshot.js';
+import { AGENT_A, Harness, intent, ISSUER, KEY_ID, OPERATOR, PUBLIC_KEY, verdictOf } from './testing.js';
+import { outcomeView } from './views.js';
+
+t.test('a committed transaction id replays its recorded outcome; nothing posts twice', async (t) => {
+  const h = Harness.bootstrap();
+  const op = intent({ transaction: 'txn_once', minor: 250n });
+  h.ok(op);
+  const first = outcomeView(h.ledger.state.transactions.get('txn_once')!);
+  const before = stateHash(h.ledger.state);
+  const again = h.run({ ...op, entries: [] });
+  t.same(again.result, { ok: true, value: { kind: 'replayed', transaction: 'txn_once' } });
+  t.equal(stateHash(h.ledger.state), before, 'replay changes nothing');
+  t.same(outcomeView(h.ledger.state.transactions.get('txn_once')!), first);
+  t.equal(h.ledger.state.accounts.get('acc_cash_a')!.totals.get('USD')!.debits, 250n);
+});
+
+t.test('a replay wins over a stale pin: the recorded outcome is final', async (t) => {
+  const h = Harness.bootstrap();
+  const op = intent({ transaction: 'txn_pin' });
+  h.ok(op);
+  h.activate('pol_2', { rules: [{ id: 'R', modality: 'permission', priority: 1, match: { action: '*' }, basis: 'b' }] });
+  t.equal(verdictOf(h.run(op)), 'replayed');
+});
+
+t.test('refusals before judgement record nothing and leave the transaction id free', async (t) => {
+  const h = Harness.bootstrap();
+  const cases: [Record<string, unknown>, string][] = [
+    [{ agent: 'agent://nobody.example/agent/x' }, 'unknown_agent'],
+    [{ authority: { issuer: 'other', key_id: KEY_ID, token_id: 't', capabilities: ['*'] } }, 'attestation'],
+    [{ authority: { issuer: ISSUER, key_id: `k4.pid.${'C'.repeat(44)}`, token_id: 't', capabilities: ['*'] } }, 'attestation'],
+    [{ authority: { issuer: ISSUER, key_id: KEY_ID, token_id: 't', capabilities: ['receipt.*'] } }, 'capability_mapping'],
+    [{ policy: 'pol_0' }, 'policy_pin_mismatch'],
+  ];
+  for (const [over, code] of cases) {
+    const before = stateHash(h.ledger.state);
+    const a = h.run(intent({ transaction: 'txn_free', ...over }));
+    t.equal(verdictOf(a), code);
+    t.equal(stateHash(h.ledger.state), before, `${code} changes nothing`);
+  }
+  t.equal(verdictOf(h.run(intent({ transaction: 'txn_free' }))), 'Permitted', 'the id was still free');
+});
+
+t.test('a pin mismatch names the pinned and the active policy', async (t) => {
+  const h = Harness.bootstrap();
+  const a = h.run(intent({ policy: 'pol_old' }));
+  t.same(a.result, { ok: false, error: { error: 'policy_pin_mismatch', message: 'The pinned policy pol_old is not the policy in force (pol_1).', pinned: 'pol_old', active: 'pol_1' } });
+});
+
+t.test('with no policy in force every intent is refused with no_active_policy', async (t) => {
+  const h = new Harness();
+  h.ok({ type: 'AddTrustRoot', v: 1, by: OPERATOR, issuer: ISSUER, public_key: PUBLIC_KEY, key_id: KEY_ID });
+  h.ok({ type: 'AddParty', v: 1, by: OPERATOR, id: 'party_acme' });
+  h.ok({ type: 'BindAgent', v: 1, by: OPERATOR, agent: AGENT_A, party: 'party_acme' });
+  const a = h.run(intent({ policy: 'pol_1', entries: [] }));
+  t.same(a.result, { ok: false, error: { error: 'no_active_policy', message: 'No policy is in force; the intent pinned pol_1.', pinned: 'pol_1', active: null } });
+});
+
+t.test('a capability grants by exact name or by prefix, the most specific one is cited', async (t) => {
+  const h = Harness.bootstrap();
+  const caps = (capabilities: string[]) => ({ authority: { issuer: ISSUER, key_id: KEY_ID, token_id: 'jti-9', capabilities } });
+  h.ok(intent({ transaction: 'txn_cap', ...caps(['*', 'purchase.*', 'purchase.book']) }));
+  t.same(h.ledger.state.transactions.get('txn_cap')!.outcome.provenance.authority, { issuer: ISSUER, token_id: 'jti-9', capability: 'purchase.book' });
+  t.equal(verdictOf(h.run(intent(caps(['purchase'])))), 'capability_mapping', 'purchase does not grant purchase.book');
+  t.equal(verdictOf(h.run(intent(caps(['purchase.book.*'])))), 'capability_mapping');
+});
+
+t.test('every applied operation extends the hash chain, refusals included', async (t) => {
+  const h = Harness.bootstrap();
+  const head = h.ledger.head;
+  const op = intent({ policy: 'pol_wrong' });
+  const a = h.run(op);
+  t.equal(a.entry_hash, chainLink(head, op, a.result));
+  t.equal(h.ledger.head, a.entry_hash);
+  const b = h.run(intent({ transaction: 'txn_chain' }));
+  t.equal(h.ledger.state.transactions.get('txn_chain')!.entry_hash, b.entry_hash, 'the record keeps its link');
+  t.equal(outcomeView(h.ledger.state.transactions.get('txn_chain')!).provenance.entry_hash, b.entry_hash);
+});
+
+t.test('the chain starts at the genesis hash and log indexes must increase', async (t) => {
+  const l = createLedger();
+  t.equal(l.head, GENESIS_HASH);
+  apply(l, 5, { type: 'Tick', v: 1 });
+  t.equal(l.applied, 5);
+  t.throws(() => apply(l, 5, { type: 'Tick', v: 1 }), /invariant/);
+});
+
+t.test('Tick advances the tick by one; an intent commits at the current tick', async (t) => {
+  const h = Harness.bootstrap();
+  const t0 = h.ledger.state.tick;
+  h.tick(3);
+  t.equal(h.ledger.state.tick, t0 + 3);
+  h.ok(intent({ transaction: 'txn_at' }));
+  t.equal(h.ledger.state.transactions.get('txn_at')!.outcome.provenance.tick, t0 + 3);
+});
+
+t.test('admin operations refuse duplicates, unknown references and missing roles', async (t) => {
+  const h = Harness.bootstrap();
+  const code = (type: string, f: Record<string, unknown>, by = OPERATOR) => {
+    const a = h.admin(type, f, by);
+    return a.result.ok ? 'ok' : a.result.error.error;
+  };
+  t.equal(code('AddParty', { id: 'party_acme' }), 'already_exists');
+  t.equal(code('AddTrustRoot', { issuer: ISSUER, public_key: PUBLIC_KEY, key_id: KEY_ID }), 'already_exists');
+  t.equal(code('BindAgent', { agent: AGENT_A, party: 'party_acme' }), 'already_exists');
+  t.equal(code('BindAgent', { agent: 'agent://x.example/agent/y', party: 'party_none' }), 'unknown_party');
+  t.equal(code('OpenAccount', { id: 'acc_cash_a' }), 'already_exists');
+  t.equal(code('OpenAccount', { id: 'acc_new', party: 'party_none' }), 'unknown_party');
+  t.equal(code('OpenUsage', { id: 'usage_llm_a', currency: 'USD' }), 'already_exists');
+  t.equal(code('UnbindAgent', { agent: 'agent://x.example/agent/y' }), 'unknown_binding');
+  t.equal(code('RemoveTrustRoot', { issuer: 'nobody' }), 'unknown_trust_root');
+  t.equal(code('AddParty', { id: 'party_new' }, { name: 'alice', roles: ['author'] }), 'forbidden');
+  const dup = h.admin('AddParty', { id: 'party_acme' });
+  t.same(dup.result, { ok: false, error: { error: 'already_exists', message: 'Party party_acme already exists.', id: 'party_acme' } });
+});
+
+t.test('unbinding an agent or removing its trust root stops its intents at the commit point', async (t) => {
+  const h = Harness.bootstrap();
+  h.admin('RemoveTrustRoot', { issuer: ISSUER });
+  t.equal(verdictOf(h.run(intent())), 'attestation');
+  h.admin('UnbindAgent', { agent: AGENT_A });
+  t.equal(verdictOf(h.run(intent())), 'unknown_agent');
+});

@@ -1,0 +1,59 @@
+/**
+ * Dry run: how a draft bundle would have judged the last N recorded intents. It is
+ * read-only and runs on one replica's state, outside the log.
+ *
+ * The draft's rules are evaluated against the facts each intent was judged on (its
+ * party, action, legs, usage moves, evidence and commit tick). An intent that named
+ * an obligation, or that a repair duty blocked, was decided by obligations rather
+ * than by rules; it is counted, not re-judged.
+ */
+import { compileBundle, bundleHash, type BundleIssue } from './policy/bundle.js';
+import { judgeByRules } from './policy/evaluate.js';
+import type { State, Verdict } from './state.js';
+
+export const DRY_RUN_LIMIT_MAX = 10_000;
+
+export interface DryRunChange {
+  transaction: string;
+  recorded: Verdict;
+  would_be: Verdict;
+  winning_rule: string;
+  basis?: string;
+}
+
+export interface DryRunReport {
+  bundle_hash: string;
+  evaluated: number;
+  unchanged: number;
+  decided_by_obligations: number;
+  changed: DryRunChange[];
+}
+
+export function dryRun(state: State, bundle: unknown, limit: number): { ok: true; report: DryRunReport } | { ok: false; issues: BundleIssue[] } {
+  const compiled = compileBundle(bundle);
+  if (!compiled.ok) return compiled;
+  const draft = { id: '(draft)', compiled: compiled.bundle };
+  const records = [...state.transactions.values()].slice(-Math.min(limit, DRY_RUN_LIMIT_MAX));
+  const report: DryRunReport = { bundle_hash: bundleHash(bundle), evaluated: 0, unchanged: 0, decided_by_obligations: 0, changed: [] };
+  for (const r of records) {
+    const recorded = r.outcome.verdict;
+    if (r.action.bindings.obligation !== undefined || recorded === 'RepairOutstandingRejected') {
+      report.decided_by_obligations += 1;
+      continue;
+    }
+    report.evaluated += 1;
+    const j = judgeByRules(draft, {
+      party: r.party, agent: r.agent, action: r.action.action, bindings: r.action.bindings, entries: r.entries,
+      moves: r, evidence: r.evidence, tick: r.outcome.provenance.tick,
+    });
+    if (j.verdict === recorded) {
+      report.unchanged += 1;
+      continue;
+    }
+    report.changed.push({
+      transaction: r.transaction, recorded, would_be: j.verdict, winning_rule: j.winning_rule,
+      ...(j.basis === undefined ? {} : { basis: j.basis }),
+    });
+  }
+  return { ok: true, report };
+}

@@ -1,0 +1,131 @@
+/**
+ * The commit point of an intent. Both laws are judged here, in one step, in this
+ * order (DESIGN §4):
+ *   1. a transaction id already recorded replays its recorded outcome;
+ *   2. the agent is bound, its attestation's issuer is still trusted with the same
+ *      key, and a capability grants the action;
+ *   3. the pinned policy is the one in force;
+ *   4. the substrate laws hold (mandate charges in one currency, conservation,
+ *      accounts, usage chain);
+ *   5. the normative law gives the verdict; a refusal is recorded, a permission posts.
+ * Steps 1 to 4 record nothing when they refuse. Every check runs before any mutation.
+ */
+import { fail, ok, substrate, type Result } from './errors.js';
+import { commitPostings, legTotals, planPostings } from './journal.js';
+import { createObligations, discharge, pendingFor } from './obligations.js';
+import type { SubmitIntent } from './ops.js';
+import { grantingCapability, matchesPattern } from './patterns.js';
+import type { Facts } from './policy/conditions.js';
+import { judge } from './policy/evaluate.js';
+import type { Outcome, Policy, State, TransactionRecord } from './state.js';
+import { commitUsage, planUsage } from './usage.js';
+
+export type IntentResult = { kind: 'recorded'; outcome: Outcome } | { kind: 'replayed'; transaction: string };
+
+export function applyIntent(state: State, op: SubmitIntent, logIndex: number): Result<IntentResult> {
+  if (state.transactions.has(op.transaction)) return ok({ kind: 'replayed', transaction: op.transaction });
+
+  const party = state.agents.get(op.agent);
+  if (party === undefined) return fail('unknown_agent', `The agent ${op.agent} is not bound to a party.`);
+  const root = state.trustRoots.get(op.authority.issuer);
+  if (!root || root.key_id !== op.authority.key_id) {
+    return fail('attestation', `The attestation's issuer ${op.authority.issuer} is not a trust root with this key.`);
+  }
+  const capability = grantingCapability(op.authority.capabilities, op.action.action);
+  if (capability === null) {
+    return fail('capability_mapping', `The attestation grants no capability for action ${op.action.action}.`);
+  }
+
+  const pin = checkPin(state, op.policy);
+  if (!pin.ok) return pin;
+  const policy = pin.value;
+
+  if (isSingleCurrency(policy, op.action.action)) {
+    const currencies = [...legTotals(op.entries).keys()];
+    if (currencies.length > 1) {
+      return fail('multi_currency_mandate_charge', `A mandate charge moves one currency; this intent has legs in ${currencies.join(' and ')}.`);
+    }
+  }
+  const postings = planPostings(state, party, op.entries);
+  if (!postings.ok) return substrate(postings.message);
+  const usage = planUsage(state, party, op);
+  if (!usage.ok) return substrate(usage.message);
+
+  const facts: Facts = {
+    party,
+    agent: op.agent,
+    action: op.action.action,
+    bindings: op.action.bindings,
+    entries: op.entries,
+    moves: op,
+    evidence: op.evidence,
+    tick: state.tick,
+  };
+  const j = judge(state, policy, facts);
+  const posted = j.verdict === 'Permitted';
+  let created: string[] = [];
+  if (posted) {
+    commitPostings(postings.plans);
+    commitUsage(usage.plans);
+    if (j.discharges) discharge(state, j.discharges, op.transaction);
+    if (j.permission) created = createObligations(state, j.permission, policy, party, op.transaction);
+  }
+
+  const outcome: Outcome = {
+    transaction: op.transaction,
+    verdict: j.verdict,
+    posted,
+    policy: policy.id,
+    obligations_pending: pendingFor(state, party),
+    justification_hash: op.justification_hash,
+    provenance: {
+      tick: state.tick,
+      log_index: logIndex,
+      authority: { issuer: op.authority.issuer, token_id: op.authority.token_id, capability },
+      prohibitions_checked: j.prohibitions_checked,
+      winning_rule: j.winning_rule,
+      ...(j.basis === undefined ? {} : { basis: j.basis }),
+      obligations_discharged: posted && j.discharges ? [j.discharges.id] : [],
+      obligations_created: created,
+      policy: { id: policy.id, bundle_hash: policy.bundle_hash },
+    },
+  };
+  state.transactions.set(op.transaction, record(op, party, outcome));
+  return ok({ kind: 'recorded', outcome });
+}
+
+/** The policy in force if the pin names it; otherwise the pin failure. */
+export function checkPin(state: State, pinned: string): Result<Policy> {
+  const active = state.activePolicy;
+  if (active === null) {
+    return fail('no_active_policy', `No policy is in force; the intent pinned ${pinned}.`, { pinned, active: null });
+  }
+  if (pinned !== active) {
+    return fail('policy_pin_mismatch', `The pinned policy ${pinned} is not the policy in force (${active}).`, { pinned, active });
+  }
+  return ok(state.policies.get(active)!);
+}
+
+/** Mandate charges, and actions a rule of the policy marks single_currency, move one currency. */
+function isSingleCurrency(policy: Policy, action: string): boolean {
+  if (action === 'mandate.charge') return true;
+  return policy.compiled.rules.some((r) => r.single_currency && matchesPattern(r.action, action));
+}
+
+function record(op: SubmitIntent, party: string, outcome: Outcome): TransactionRecord {
+  const r: TransactionRecord = {
+    transaction: op.transaction,
+    agent: op.agent,
+    party,
+    action: op.action,
+    entries: op.entries,
+    evidence: op.evidence,
+    outcome,
+    // Set by the hash chain once the entry that recorded it is hashed.
+    entry_hash: '',
+  };
+  if (op.consume_usage) r.consume_usage = op.consume_usage;
+  if (op.meter_usage) r.meter_usage = op.meter_usage;
+  if (op.bill_usage) r.bill_usage = op.bill_usage;
+  return r;
+}

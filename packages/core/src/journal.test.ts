@@ -1,0 +1,54 @@
+// Proves the conservative law: legs balance per currency, legs post only to the
+// acting party's own accounts (and the refusal is not an existence oracle), totals
+// stay within 128 bits, and a refused intent posts nothing.
+import t from 'tap';
+import { accountView } from './journal.js';
+import { stateHash } from './snapshot.js';
+import { Harness, intent, verdictOf } from './testing.js';
+
+const leg = (account: string, side: string, minor: bigint, currency = 'USD') => ({ account, side, amount: { minor, currency } });
+
+function refusal(h: Harness, entries: unknown[]): string {
+  const before = stateHash(h.ledger.state);
+  const a = h.run(intent({ entries }));
+  if (a.result.ok) throw new Error('expected a refusal');
+  if (stateHash(h.ledger.state) !== before) throw new Error('a refused intent changed the state');
+  return a.result.error.message;
+}
+
+t.test('debits equal credits per currency, not in total', async (t) => {
+  const h = Harness.bootstrap();
+  t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 100n), leg('acc_books_a', 'Credit', 90n)]),
+    'Debits and credits do not balance in USD: 100 debited, 90 credited.');
+  t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 100n, 'EUR'), leg('acc_books_a', 'Credit', 100n, 'USD')]),
+    'Debits and credits do not balance in EUR: 100 debited, 0 credited.');
+  const multi = [leg('acc_cash_a', 'Debit', 100n, 'EUR'), leg('acc_books_a', 'Credit', 100n, 'EUR'), leg('acc_cash_a', 'Debit', 7n), leg('acc_books_a', 'Credit', 3n), leg('acc_books_a', 'Credit', 4n)];
+  t.equal(verdictOf(h.run(intent({ entries: multi }))), 'Permitted');
+  t.same(accountView(h.ledger.state.accounts.get('acc_cash_a')!).balances, [
+    { currency: 'EUR', debits: 100n, credits: 0n, net: 100n },
+    { currency: 'USD', debits: 7n, credits: 0n, net: 7n },
+  ]);
+});
+
+t.test('an intent may move no money', async (t) => {
+  const h = Harness.bootstrap();
+  t.equal(verdictOf(h.run(intent({ entries: [] }))), 'Permitted');
+});
+
+t.test("another party's account, a house account and a missing one are refused in the same words", async (t) => {
+  const h = Harness.bootstrap();
+  for (const account of ['acc_cash_b', 'acc_house', 'acc_missing']) {
+    t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 5n), leg(account, 'Credit', 5n)]), `Account ${account} cannot be posted to by this agent.`);
+  }
+});
+
+t.test('account totals stop at 2^128-1, counting every leg of the intent', async (t) => {
+  const h = Harness.bootstrap();
+  const max = (1n << 127n) - 1n;
+  h.ok(intent({ entries: [leg('acc_cash_a', 'Debit', max), leg('acc_books_a', 'Credit', max)] }));
+  h.ok(intent({ entries: [leg('acc_cash_a', 'Debit', max), leg('acc_books_a', 'Credit', max)] }));
+  t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 1n), leg('acc_cash_a', 'Debit', 1n), leg('acc_books_a', 'Credit', 2n)]),
+    'Posting 1 USD would bring the debit total of account acc_cash_a to 340282366920938463463374607431768211456, above the limit of 340282366920938463463374607431768211455.');
+  h.ok(intent({ entries: [leg('acc_cash_a', 'Debit', 1n), leg('acc_books_a', 'Credit', 1n)] }));
+  t.equal(h.ledger.state.accounts.get('acc_cash_a')!.totals.get('USD')!.debits, (1n << 128n) - 1n);
+});

@@ -1,0 +1,93 @@
+/**
+ * The conservative law: the legs of an intent balance per currency, every leg
+ * names an account the acting party may post to, and no account total leaves its
+ * 128-bit range. Planning checks everything before anything is mutated.
+ */
+import { COUNTER_MAX } from './int128.js';
+import type { Entry } from './schema.js';
+import type { Account, CurrencyTotals, State } from './state.js';
+import { compareBytes } from './policy/bundle.js';
+
+/** A leg resolved to its account, ready to post. */
+export interface PostingPlan {
+  account: Account;
+  entry: Entry;
+}
+
+/** Debit and credit sums of an intent's legs per currency, in byte order of currency. */
+export function legTotals(entries: readonly Entry[]): Map<string, CurrencyTotals> {
+  const sums = new Map<string, CurrencyTotals>();
+  for (const e of entries) {
+    const t = sums.get(e.amount.currency) ?? { debits: 0n, credits: 0n };
+    if (e.side === 'Debit') t.debits += e.amount.minor;
+    else t.credits += e.amount.minor;
+    sums.set(e.amount.currency, t);
+  }
+  return new Map([...sums].sort(([a], [b]) => compareBytes(a, b)));
+}
+
+/** Plans the postings of an intent by `party`, or names the first law they break. */
+export function planPostings(state: State, party: string, entries: readonly Entry[]): { ok: true; plans: PostingPlan[] } | { ok: false; message: string } {
+  for (const [currency, t] of legTotals(entries)) {
+    if (t.debits !== t.credits) {
+      return { ok: false, message: `Debits and credits do not balance in ${currency}: ${t.debits} debited, ${t.credits} credited.` };
+    }
+  }
+  const plans: PostingPlan[] = [];
+  const after = new Map<string, bigint>();
+  for (const entry of entries) {
+    const account = state.accounts.get(entry.account);
+    if (!account || account.party !== party) {
+      // The same words whether the account is missing, a house account or another
+      // party's: the message is not an oracle for what exists.
+      return { ok: false, message: `Account ${entry.account} cannot be posted to by this agent.` };
+    }
+    const key = `${entry.account}\u0000${entry.amount.currency}\u0000${entry.side}`;
+    const base = after.get(key) ?? current(account, entry);
+    const total = base + entry.amount.minor;
+    if (total > COUNTER_MAX) {
+      return { ok: false, message: `Posting ${entry.amount.minor} ${entry.amount.currency} would bring the ${entry.side.toLowerCase()} total of account ${entry.account} to ${total}, above the limit of ${COUNTER_MAX}.` };
+    }
+    after.set(key, total);
+    plans.push({ account, entry });
+  }
+  return { ok: true, plans };
+}
+
+function current(account: Account, entry: Entry): bigint {
+  const t = account.totals.get(entry.amount.currency);
+  if (!t) return 0n;
+  return entry.side === 'Debit' ? t.debits : t.credits;
+}
+
+/** Posts planned legs. Call only with plans `planPostings` returned for this state. */
+export function commitPostings(plans: readonly PostingPlan[]): void {
+  for (const { account, entry } of plans) {
+    let t = account.totals.get(entry.amount.currency);
+    if (!t) {
+      t = { debits: 0n, credits: 0n };
+      account.totals.set(entry.amount.currency, t);
+    }
+    if (entry.side === 'Debit') t.debits += entry.amount.minor;
+    else t.credits += entry.amount.minor;
+  }
+}
+
+/** The account balance view: per currency, in byte order of currency. */
+export interface AccountView {
+  account: string;
+  party: string | null;
+  balances: { currency: string; debits: bigint; credits: bigint; net: bigint }[];
+}
+
+export function accountView(a: Account): AccountView {
+  const currencies = [...a.totals.keys()].sort(compareBytes);
+  return {
+    account: a.id,
+    party: a.party,
+    balances: currencies.map((currency) => {
+      const t = a.totals.get(currency)!;
+      return { currency, debits: t.debits, credits: t.credits, net: t.debits - t.credits };
+    }),
+  };
+}

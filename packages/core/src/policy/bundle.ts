@@ -1,0 +1,298 @@
+/**
+ * The policy language: a bundle of rules, checked when it is drafted so that a
+ * mistake is a clear error at authoring time and never a surprise at commit time.
+ *
+ * A bundle is identified by its content hash, the SHA-256 of its RFC 8785 canonical
+ * form as authored. `compileBundle` turns an authored bundle into the form the
+ * evaluator reads; it is deterministic, so every replica compiles the same rules.
+ */
+import { z } from 'zod';
+import { canonicalHash } from '../canonical.js';
+import { ActionPattern, Currency, intIn } from '../schema.js';
+import { parseWith } from '../parse.js';
+
+export const OPERATORS = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'not_in', 'prefix', 'contains', 'count_gte', 'count_lte'] as const;
+export type Operator = (typeof OPERATORS)[number];
+
+/** Rule ids the evaluator itself answers with; a bundle may not define them. */
+export const DEFAULT_DENY = 'default-deny';
+export const UNKNOWN_OBLIGATION = 'unknown-obligation';
+const RESERVED_RULE_IDS = new Set([DEFAULT_DENY, UNKNOWN_OBLIGATION]);
+
+export const RULES_COUNT_MAX = 256;
+export const CONDITIONS_COUNT_MAX = 32;
+export const DEADLINE_TICKS_MAX = 1_000_000_000;
+
+const Scalar = z.union([z.string().max(256), z.number(), z.bigint(), z.boolean()], {
+  error: 'must be a string, an integer or a boolean',
+});
+const RuleId = z.string().regex(/^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/, 'must be a rule id (a letter, then letters, digits or _ . : -)');
+/**
+ * Obligation and repair-duty ids have no `_` and no `/`: an obligation's id is
+ * `obl_<transaction>_<obligation>` and a repair duty's `<obligation id>/<repair>`,
+ * and these forms must name one duty each.
+ */
+const DutyId = z.string().regex(/^[A-Za-z][A-Za-z0-9.:-]{0,63}$/, 'must be an obligation id (a letter, then letters, digits or . : -; no _)');
+
+const Condition = z.strictObject({
+  left: z.string().max(80),
+  op: z.enum(OPERATORS, { error: `must be one of ${OPERATORS.join(', ')}` }),
+  right: z.union([Scalar, z.array(Scalar).min(1).max(256)]).optional(),
+  currency: Currency.optional(),
+});
+
+const Repair = z.strictObject({
+  id: DutyId,
+  action: ActionPattern,
+  deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, 'a number of ticks (at least 1)'),
+  blocks: z.array(ActionPattern).max(16).optional(),
+  discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
+});
+
+const ObligationDef = z.strictObject({
+  id: DutyId,
+  action: ActionPattern,
+  deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, 'a number of ticks (at least 1)'),
+  discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
+  repair: z.array(Repair).max(8).optional(),
+});
+
+const Rule = z.strictObject({
+  id: RuleId,
+  modality: z.enum(['permission', 'prohibition'], { error: 'must be permission or prohibition' }),
+  priority: intIn(0, 1_000_000, 'an integer from 0 to 1000000 (lower wins)'),
+  match: z.strictObject({ action: ActionPattern }),
+  when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
+  obligations: z.array(ObligationDef).max(16).optional(),
+  single_currency: z.boolean().optional(),
+  basis: z.string().min(1).max(1024),
+});
+
+export const BundleSchema = z.strictObject({
+  description: z.string().max(4096).optional(),
+  rules: z.array(Rule).min(1, 'a bundle has at least one rule').max(RULES_COUNT_MAX),
+});
+type AuthoredBundle = z.output<typeof BundleSchema>;
+type AuthoredCondition = z.output<typeof Condition>;
+
+/** What a condition's left side reads, and so which operators and right sides fit it. */
+export type LeftKind = 'number' | 'string' | 'list' | 'dynamic';
+
+const LEFT_KINDS: Record<string, LeftKind> = {
+  amount: 'number',
+  tick: 'number',
+  'usage.consume': 'number',
+  'usage.meter': 'number',
+  'usage.bill': 'number',
+  currency: 'string',
+  party: 'string',
+  agent: 'string',
+  action: 'string',
+  'usage.balance': 'string',
+  accounts: 'list',
+  evidence: 'list',
+};
+
+const OPS_BY_KIND: Record<LeftKind, readonly Operator[]> = {
+  number: ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'not_in'],
+  string: ['eq', 'ne', 'in', 'not_in', 'prefix'],
+  list: ['contains', 'in', 'not_in', 'count_gte', 'count_lte'],
+  dynamic: ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'not_in', 'prefix'],
+};
+
+export function leftKind(left: string): LeftKind | null {
+  if (/^bindings\.[a-z][a-z0-9_]{0,63}$/.test(left)) return 'dynamic';
+  return LEFT_KINDS[left] ?? null;
+}
+
+/** A right side normalized for evaluation: integers as `bigint`. */
+export type Operand = string | bigint | boolean;
+export interface CompiledCondition {
+  left: string;
+  kind: LeftKind;
+  op: Operator;
+  right: Operand | Operand[];
+  currency: string | null;
+}
+export interface CompiledRepair {
+  id: string;
+  action: string;
+  deadline_ticks: number;
+  blocks: string[];
+  discharge_when: CompiledCondition[];
+}
+export interface CompiledObligation {
+  id: string;
+  action: string;
+  deadline_ticks: number;
+  discharge_when: CompiledCondition[];
+  repair: CompiledRepair[];
+}
+export interface CompiledRule {
+  id: string;
+  modality: 'permission' | 'prohibition';
+  priority: number;
+  action: string;
+  when: CompiledCondition[];
+  obligations: CompiledObligation[];
+  single_currency: boolean;
+  basis: string;
+}
+export interface CompiledBundle {
+  /** Rules in the order they win: lowest priority, then most conditions, then smaller id by bytes. */
+  rules: CompiledRule[];
+}
+
+export type BundleIssue = { path: string; message: string };
+
+/** The content hash of an authored bundle. */
+export function bundleHash(bundle: unknown): string {
+  return canonicalHash(bundle);
+}
+
+/** Checks and compiles an authored bundle. Every problem names its rule and field. */
+export function compileBundle(input: unknown): { ok: true; bundle: CompiledBundle } | { ok: false; issues: BundleIssue[] } {
+  const parsed = parseWith(BundleSchema, input);
+  if (!parsed.ok) return { ok: false, issues: parsed.issues.map((i) => nameRule(i, input)) };
+  const issues: BundleIssue[] = [];
+  const seen = new Set<string>();
+  parsed.value.rules.forEach((rule, i) => {
+    const at = (field: string, message: string) => issues.push({ path: `rules.${i}${field ? `.${field}` : ''}`, message: `rule ${rule.id}: ${message}` });
+    if (RESERVED_RULE_IDS.has(rule.id)) at('id', `the id ${rule.id} is reserved`);
+    if (seen.has(rule.id)) at('id', `duplicate rule id ${rule.id}`);
+    seen.add(rule.id);
+    if (rule.modality === 'prohibition' && rule.obligations?.length) at('obligations', 'a prohibition imposes no obligations');
+    checkConditions(rule.when ?? [], 'when', at);
+    checkObligations(rule.obligations ?? [], at);
+  });
+  if (issues.length > 0) return { ok: false, issues };
+  return { ok: true, bundle: { rules: orderRules(parsed.value.rules.map(compileRule)) } };
+}
+
+function nameRule(issue: BundleIssue, input: unknown): BundleIssue {
+  const m = /^rules\.(\d+)/.exec(issue.path);
+  const rules = (input as { rules?: unknown } | null)?.rules;
+  const rule = m && Array.isArray(rules) ? (rules[Number(m[1])] as { id?: unknown } | undefined) : undefined;
+  const id = typeof rule?.id === 'string' ? rule.id : m ? `#${m[1]}` : null;
+  const field = issue.path.split('.').pop() ?? '';
+  const message = id === null ? issue.message : `rule ${id}: ${/^\d*$/.test(field) ? '' : `${field} `}${issue.message}`;
+  return { path: issue.path, message };
+}
+
+type At = (field: string, message: string) => void;
+
+function checkObligations(obligations: AuthoredBundle['rules'][number]['obligations'] & object, at: At): void {
+  const ids = new Set<string>();
+  obligations.forEach((o, j) => {
+    const base = `obligations.${j}`;
+    if (ids.has(o.id)) at(`${base}.id`, `duplicate obligation id ${o.id}`);
+    ids.add(o.id);
+    checkConditions(o.discharge_when ?? [], `${base}.discharge_when`, at);
+    const repairIds = new Set<string>();
+    (o.repair ?? []).forEach((r, k) => {
+      if (repairIds.has(r.id)) at(`${base}.repair.${k}.id`, `duplicate repair duty id ${r.id} in obligation ${o.id}`);
+      repairIds.add(r.id);
+      checkConditions(r.discharge_when ?? [], `${base}.repair.${k}.discharge_when`, at);
+    });
+  });
+}
+
+function checkConditions(conditions: AuthoredCondition[], base: string, at: At): void {
+  conditions.forEach((c, j) => {
+    const where = `${base}.${j}`;
+    const kind = leftKind(c.left);
+    if (kind === null) {
+      at(`${where}.left`, `the evaluator cannot read "${c.left}" (it reads amount, currency, accounts, evidence, party, agent, action, tick, usage.consume, usage.meter, usage.bill, usage.balance and bindings.<name>)`);
+      return;
+    }
+    if (!OPS_BY_KIND[kind].includes(c.op)) {
+      at(`${where}.op`, `operator ${c.op} does not apply to ${c.left} (use ${OPS_BY_KIND[kind].join(', ')})`);
+      return;
+    }
+    if (c.left === 'amount' && c.currency === undefined) at(`${where}.currency`, 'a condition on amount names its currency');
+    if (c.left !== 'amount' && c.currency !== undefined) at(`${where}.currency`, `currency applies only to amount, not to ${c.left}`);
+    const problem = rightProblem(kind, c.op, c.right);
+    if (problem) at(`${where}.right`, `${c.op} on ${c.left} needs ${problem}`);
+  });
+}
+
+const INTEGER_TEXT = /^-?(0|[1-9][0-9]{0,39})$/;
+
+function asInteger(v: unknown): bigint | null {
+  if (typeof v === 'bigint') return v;
+  if (typeof v === 'number') return Number.isSafeInteger(v) ? BigInt(v) : null;
+  if (typeof v === 'string' && INTEGER_TEXT.test(v)) return BigInt(v);
+  return null;
+}
+
+function rightProblem(kind: LeftKind, op: Operator, right: unknown): string | null {
+  const list = op === 'in' || op === 'not_in';
+  if (list !== Array.isArray(right)) return list ? 'a list as right' : 'a single value as right';
+  const items = (Array.isArray(right) ? right : [right]) as unknown[];
+  const allInts = items.every((v) => asInteger(v) !== null);
+  const allStrings = items.every((v) => typeof v === 'string');
+  if (op === 'count_gte' || op === 'count_lte') return allInts && asInteger(items[0])! >= 0n ? null : 'a count (an integer, 0 or more) as right';
+  if (kind === 'number') return allInts ? null : 'an integer (or a string of digits) as right';
+  if (kind === 'string' || kind === 'list') return allStrings ? null : 'a string as right';
+  if (op === 'lt' || op === 'lte' || op === 'gt' || op === 'gte') return allInts ? null : 'an integer as right';
+  if (op === 'prefix') return allStrings ? null : 'a string as right';
+  return null;
+}
+
+function compileCondition(c: AuthoredCondition): CompiledCondition {
+  const kind = leftKind(c.left)!;
+  const numeric = kind === 'number' || c.op === 'count_gte' || c.op === 'count_lte' || (kind === 'dynamic' && ['lt', 'lte', 'gt', 'gte'].includes(c.op));
+  const norm = (v: unknown): Operand => {
+    if (numeric) return asInteger(v)!;
+    if (typeof v === 'number') return BigInt(v);
+    return v as string | bigint | boolean;
+  };
+  return {
+    left: c.left,
+    kind,
+    op: c.op,
+    right: Array.isArray(c.right) ? c.right.map(norm) : norm(c.right),
+    currency: c.currency ?? null,
+  };
+}
+
+function compileRule(r: AuthoredBundle['rules'][number]): CompiledRule {
+  return {
+    id: r.id,
+    modality: r.modality,
+    priority: r.priority,
+    action: r.match.action,
+    when: (r.when ?? []).map(compileCondition),
+    obligations: (r.obligations ?? []).map((o) => ({
+      id: o.id,
+      action: o.action,
+      deadline_ticks: o.deadline_ticks,
+      discharge_when: (o.discharge_when ?? []).map(compileCondition),
+      repair: (o.repair ?? []).map((d) => ({
+        id: d.id,
+        action: d.action,
+        deadline_ticks: d.deadline_ticks,
+        blocks: d.blocks ?? [],
+        discharge_when: (d.discharge_when ?? []).map(compileCondition),
+      })),
+    })),
+    single_currency: r.single_currency ?? false,
+    basis: r.basis,
+  };
+}
+
+/** The winning order: lowest priority, then the most conditions, then the smaller id by bytes. */
+export function compareRules(a: CompiledRule, b: CompiledRule): number {
+  if (a.priority !== b.priority) return a.priority - b.priority;
+  if (a.when.length !== b.when.length) return b.when.length - a.when.length;
+  return compareBytes(a.id, b.id);
+}
+
+/** Compares strings by their UTF-8 bytes, the order that does not depend on a locale. */
+export function compareBytes(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+function orderRules(rules: CompiledRule[]): CompiledRule[] {
+  return [...rules].sort(compareRules);
+}
