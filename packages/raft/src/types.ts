@@ -1,0 +1,248 @@
+// The records that cross the library's boundary: entries, hard state, snapshots,
+// messages, Ready, results and configuration. Every record here is plain data (no
+// classes, functions or Maps), so that a transport can encode a Message field by field
+// and a store can encode an Entry or a HardState without knowing the core.
+
+/** NodeId names a member of the group. Membership is static: the configured peers. */
+export type NodeId = string;
+
+/**
+ * Entry is one slot of the replicated log. Invariant: `index >= 1`, `term >= 1`.
+ * An entry whose `data` is empty is a no-op that a new leader appends to commit the
+ * entries of earlier terms (Raft §5.4.2, §8); the application skips it. Entries are
+ * treated as immutable once created: the core shares them between its log and messages.
+ */
+export interface Entry {
+  index: number;
+  term: number;
+  data: Uint8Array;
+}
+
+/**
+ * HardState is what a node must persist before it sends any message that depends on it.
+ * `vote` is the member voted for in `term` (null: none). `commit` is advisory: losing it
+ * is safe, it is relearned from the leader.
+ */
+export interface HardState {
+  term: number;
+  vote: NodeId | null;
+  commit: number;
+}
+
+/** SnapshotMeta says which prefix of the log a snapshot replaces: entries `[1, index]`. */
+export interface SnapshotMeta {
+  index: number;
+  term: number;
+  members: NodeId[];
+}
+
+/** Snapshot is the application's state after applying entries `[1, meta.index]`. */
+export interface Snapshot {
+  meta: SnapshotMeta;
+  data: Uint8Array;
+}
+
+/**
+ * The wire message types. The list is exported so that a transport can map each type to
+ * a protobuf enum value and back; its order is the enum order and never changes.
+ *
+ * - app / appResp: AppendEntries (also the leader's probe and commit carrier) and its answer.
+ * - vote / voteResp, preVote / preVoteResp: RequestVote and the pre-vote round (§9.6).
+ * - heartbeat / heartbeatResp: the leader's periodic beat; `context` carries ReadIndex rounds.
+ * - snap: InstallSnapshot; the answer is an appResp.
+ * - timeoutNow: the leader tells the transferee to campaign at once (§3.10).
+ * - readIndex / readIndexResp: a follower's linearizable read forwarded to the leader.
+ * - transferLeader: a follower forwards a transfer request to the leader
+ *   (`context` holds the transferee's id in UTF-8).
+ */
+export const MESSAGE_TYPES = [
+  'app',
+  'appResp',
+  'vote',
+  'voteResp',
+  'preVote',
+  'preVoteResp',
+  'heartbeat',
+  'heartbeatResp',
+  'snap',
+  'timeoutNow',
+  'readIndex',
+  'readIndexResp',
+  'transferLeader',
+] as const;
+
+export type MessageType = (typeof MESSAGE_TYPES)[number];
+
+/**
+ * Message is one Raft RPC, flat like etcd's raftpb.Message so it maps 1:1 onto protobuf.
+ * Fields a type does not use hold their zero value (0, false, []).
+ *
+ * - `term`: the sender's term; 0 for readIndex and transferLeader, which are requests
+ *   forwarded to the leader and never change anyone's term.
+ * - `logTerm`, `index`: app: the (term, index) of the entry just before `entries`;
+ *   vote/preVote: the candidate's last entry; appResp: the highest index the follower
+ *   now matches, or on reject the index that was rejected; readIndexResp: the read index.
+ * - `commit`: the sender's commit index (app, heartbeat).
+ * - `reject`, `rejectHint`: a rejected app carries in `rejectHint` the follower's best
+ *   guess of the highest index that could match, and in `logTerm` that entry's term,
+ *   so the leader can skip a whole term of conflicting entries at once (§5.3).
+ */
+export interface Message {
+  type: MessageType;
+  from: NodeId;
+  to: NodeId;
+  term: number;
+  logTerm: number;
+  index: number;
+  entries: Entry[];
+  commit: number;
+  reject: boolean;
+  rejectHint: number;
+  snapshot?: Snapshot;
+  context?: Uint8Array;
+}
+
+export type Role = 'follower' | 'preCandidate' | 'candidate' | 'leader';
+
+/** SoftState is volatile and need not be persisted; Ready carries it when it changes. */
+export interface SoftState {
+  leader: NodeId | null;
+  role: Role;
+}
+
+/**
+ * ReadState answers `readIndex(context)`: once the local state machine has applied
+ * `index`, a read of it is linearizable.
+ */
+export interface ReadState {
+  index: number;
+  context: Uint8Array;
+}
+
+/**
+ * Ready is a batch of work for the caller. See the numbered duties in index.ts.
+ *
+ * - `hardState`: persist it (null: unchanged since the previous Ready).
+ * - `snapshot`: persist it, replacing the whole stored log, before `entries`.
+ * - `entries`: persist them; the first may overwrite a stored entry, in which case every
+ *   stored entry from its index on is replaced (a conflicting suffix is truncated).
+ * - `mustSync`: the write must be synced (fsync) before `messages` are sent. It is false
+ *   only when nothing but the commit index changed.
+ * - `messages`: send them only after the write above is durable.
+ * - `committedEntries`: apply them in order, after the write (and the snapshot restore).
+ * - `readStates`: reads that may be served once `applied >= index`.
+ */
+export interface Ready {
+  softState: SoftState | null;
+  hardState: HardState | null;
+  snapshot: Snapshot | null;
+  entries: Entry[];
+  mustSync: boolean;
+  messages: Message[];
+  committedEntries: Entry[];
+  readStates: ReadState[];
+}
+
+/** Boot is what a store loads to restart a node. */
+export interface Boot {
+  hardState: HardState;
+  snapshot: Snapshot | null;
+  /** entries after the snapshot, contiguous from `snapshot.meta.index + 1` (or 1). */
+  entries: Entry[];
+}
+
+/**
+ * The closed set of errors the library answers a caller or a peer with. None of them
+ * is a bug; each asks the caller to do something else:
+ * - not_leader: propose/read on a node that does not lead (`leader` is the hint, or null).
+ * - transfer_in_progress: the leader is handing over; retry at the next leader.
+ * - uncommitted_limit: backpressure, `maxUncommittedEntries` would be exceeded.
+ * - invalid_proposal: an empty batch, an empty entry (reserved for no-ops) or a batch
+ *   larger than `maxUncommittedEntries` (it could never be accepted).
+ * - unknown_peer: a node id that is not a member.
+ * - invalid_message: a message that is malformed or not addressed to this node.
+ */
+export const RAFT_ERROR_CODES = [
+  'not_leader',
+  'transfer_in_progress',
+  'uncommitted_limit',
+  'invalid_proposal',
+  'unknown_peer',
+  'invalid_message',
+] as const;
+
+export type RaftErrorCode = (typeof RAFT_ERROR_CODES)[number];
+
+export interface RaftError {
+  ok: false;
+  code: RaftErrorCode;
+  message: string;
+  /** the leader this node knows of, so a caller can redirect. */
+  leader: NodeId | null;
+}
+
+export type RaftResult<T extends object = object> = ({ ok: true } & T) | RaftError;
+
+export interface ProposeOk {
+  /** the term the entries were appended in; an entry is still this proposal only if its term matches. */
+  term: number;
+  /** the proposal occupies log indexes `[firstIndex, lastIndex]`. */
+  firstIndex: number;
+  lastIndex: number;
+}
+
+export interface Config {
+  id: NodeId;
+  /** every member, `id` included. Static for the life of the group. */
+  peers: NodeId[];
+  /** a follower campaigns after a randomized timeout in `[electionTicks, 2 * electionTicks)` ticks. */
+  electionTicks: number;
+  /** a leader beats every `heartbeatTicks` ticks. Invariant: `heartbeatTicks < electionTicks`. */
+  heartbeatTicks: number;
+  /** run a pre-vote round before incrementing the term (§9.6). */
+  preVote: boolean;
+  /** a leader steps down when it has not heard from a quorum for an election timeout (§6.2). */
+  checkQuorum: boolean;
+  /** at most this many append messages in flight to one follower. */
+  maxInflightMsgs: number;
+  /** at most this many entry bytes in flight to one follower (default: unbounded). */
+  maxInflightBytes?: number;
+  /** an append message carries at most this many entry bytes (but at least one entry). */
+  maxSizePerMsg: number;
+  /** the leader refuses proposals beyond this many entries appended but not committed. */
+  maxUncommittedEntries: number;
+  /** a Ready carries at most this many bytes of committed entries (default `maxSizePerMsg`). */
+  maxCommittedSizePerReady?: number;
+  /** the only source of randomness: returns a number in [0, 1). */
+  random: () => number;
+  /** the index the application has already applied on restart (default: the snapshot's index). */
+  applied?: number;
+}
+
+/** ProgressStatus is the leader's view of one member's replication. */
+export interface ProgressStatus {
+  match: number;
+  next: number;
+  state: 'probe' | 'replicate' | 'snapshot';
+  paused: boolean;
+  recentActive: boolean;
+  inflight: number;
+}
+
+export interface Status {
+  id: NodeId;
+  term: number;
+  vote: NodeId | null;
+  role: Role;
+  leader: NodeId | null;
+  commit: number;
+  applied: number;
+  /** the highest index known durable on this node. */
+  persisted: number;
+  firstIndex: number;
+  lastIndex: number;
+  snapshotIndex: number;
+  leadTransferee: NodeId | null;
+  /** per-member replication, on the leader only. */
+  progress: Record<NodeId, ProgressStatus> | null;
+}
