@@ -4,7 +4,7 @@
 import t from 'tap';
 import { apply, chainLink, createLedger, GENESIS_HASH } from './apply.js';
 import { stateHash } from './snapshot.js';
-import { AGENT_A, Harness, intent, ISSUER, KEY_ID, OPERATOR, PUBLIC_KEY, verdictOf } from './testing.js';
+import { AGENT_A, AGENT_B, Harness, intent, ISSUER, KEY_ID, OPERATOR, PUBLIC_KEY, verdictOf } from './testing.js';
 import { outcomeView } from './views.js';
 
 t.test('a committed transaction id replays its recorded outcome; nothing posts twice', async (t) => {
@@ -18,6 +18,15 @@ t.test('a committed transaction id replays its recorded outcome; nothing posts t
   t.equal(stateHash(h.ledger.state), before, 'replay changes nothing');
   t.same(outcomeView(h.ledger.state.transactions.get('txn_once')!), first);
   t.equal(h.ledger.state.accounts.get('acc_cash_a')!.totals.get('USD')!.debits, 250n);
+});
+
+t.test("another party's transaction id is a conflict and discloses nothing", async (t) => {
+  const h = Harness.bootstrap();
+  h.ok(intent({ transaction: 'txn_shared' }));
+  const before = stateHash(h.ledger.state);
+  const a = h.run(intent({ transaction: 'txn_shared', agent: AGENT_B, entries: [] }));
+  t.same(a.result, { ok: false, error: { error: 'transaction_conflict', message: 'The transaction id txn_shared is already recorded for another party; mint a new one.' } });
+  t.equal(stateHash(h.ledger.state), before);
 });
 
 t.test('a replay wins over a stale pin: the recorded outcome is final', async (t) => {

@@ -1,9 +1,11 @@
 /**
  * The commit point of an intent. Both laws are judged here, in one step, in this
  * order (DESIGN §4):
- *   1. a transaction id already recorded replays its recorded outcome;
- *   2. the agent is bound, its attestation's issuer is still trusted with the same
- *      key, and a capability grants the action;
+ *   1. the agent is bound to a party, and a transaction id already recorded for that
+ *      party replays its recorded outcome (another party's id is a conflict: its
+ *      outcome is not disclosed);
+ *   2. the attestation's issuer is still trusted with the same key, and a capability
+ *      grants the action;
  *   3. the pinned policy is the one in force;
  *   4. the substrate laws hold (mandate charges in one currency, conservation,
  *      accounts, usage chain);
@@ -23,10 +25,15 @@ import { commitUsage, planUsage } from './usage.js';
 export type IntentResult = { kind: 'recorded'; outcome: Outcome } | { kind: 'replayed'; transaction: string };
 
 export function applyIntent(state: State, op: SubmitIntent, logIndex: number): Result<IntentResult> {
-  if (state.transactions.has(op.transaction)) return ok({ kind: 'replayed', transaction: op.transaction });
-
   const party = state.agents.get(op.agent);
   if (party === undefined) return fail('unknown_agent', `The agent ${op.agent} is not bound to a party.`);
+  const recorded = state.transactions.get(op.transaction);
+  if (recorded) {
+    if (recorded.party !== party) {
+      return fail('transaction_conflict', `The transaction id ${op.transaction} is already recorded for another party; mint a new one.`);
+    }
+    return ok({ kind: 'replayed', transaction: op.transaction });
+  }
   const root = state.trustRoots.get(op.authority.issuer);
   if (!root || root.key_id !== op.authority.key_id) {
     return fail('attestation', `The attestation's issuer ${op.authority.issuer} is not a trust root with this key.`);
