@@ -1,10 +1,10 @@
 // Proves the conservative law: legs balance per currency, legs post only to the
-// acting party's own accounts (and the refusal is not an existence oracle), totals
-// stay within 128 bits, and a refused intent posts nothing.
+// acting party's own accounts and to house accounts (and the refusal is not an
+// existence oracle), totals stay within 128 bits, and a refused intent posts nothing.
 import t from 'tap';
 import { accountView } from './journal.js';
 import { stateHash } from './snapshot.js';
-import { Harness, intent, verdictOf } from './testing.js';
+import { AGENT_B, Harness, intent, verdictOf } from './testing.js';
 
 const leg = (account: string, side: string, minor: bigint, currency = 'USD') => ({ account, side, amount: { minor, currency } });
 
@@ -35,11 +35,18 @@ t.test('an intent may move no money', async (t) => {
   t.equal(verdictOf(h.run(intent({ entries: [] }))), 'Permitted');
 });
 
-t.test("another party's account, a house account and a missing one are refused in the same words", async (t) => {
+t.test("another party's account and a missing one are refused in the same words", async (t) => {
   const h = Harness.bootstrap();
-  for (const account of ['acc_cash_b', 'acc_house', 'acc_missing']) {
+  for (const account of ['acc_cash_b', 'acc_missing']) {
     t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 5n), leg(account, 'Credit', 5n)]), `Account ${account} cannot be posted to by this agent.`);
   }
+});
+
+t.test('a house account (no owner) takes legs from any party, as a merchant or clearing account', async (t) => {
+  const h = Harness.bootstrap();
+  t.equal(verdictOf(h.run(intent({ entries: [leg('acc_cash_a', 'Debit', 5n), leg('acc_house', 'Credit', 5n)] }))), 'Permitted');
+  t.equal(verdictOf(h.run(intent({ agent: AGENT_B, entries: [leg('acc_house', 'Debit', 5n), leg('acc_cash_b', 'Credit', 5n)] }))), 'Permitted');
+  t.same(accountView(h.ledger.state.accounts.get('acc_house')!).balances, [{ currency: 'USD', debits: 5n, credits: 5n, net: 0n }]);
 });
 
 t.test('account totals stop at 2^128-1, counting every leg of the intent', async (t) => {

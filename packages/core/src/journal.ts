@@ -1,7 +1,9 @@
 /**
  * The conservative law: the legs of an intent balance per currency, every leg
- * names an account the acting party may post to, and no account total leaves its
- * 128-bit range. Planning checks everything before anything is mutated.
+ * names an account the acting party may post to (its own, or a house account that
+ * no party owns, such as a merchant's books or a clearing account), and no account
+ * total leaves its 128-bit range. Planning checks everything before anything is
+ * mutated.
  */
 import { COUNTER_MAX } from './int128.js';
 import type { Entry } from './schema.js';
@@ -37,9 +39,9 @@ export function planPostings(state: State, party: string, entries: readonly Entr
   const after = new Map<string, bigint>();
   for (const entry of entries) {
     const account = state.accounts.get(entry.account);
-    if (!account || account.party !== party) {
-      // The same words whether the account is missing, a house account or another
-      // party's: the message is not an oracle for what exists.
+    if (!account || (account.party !== null && account.party !== party)) {
+      // The same words whether the account is missing or another party's: the
+      // message is not an oracle for what exists.
       return { ok: false, message: `Account ${entry.account} cannot be posted to by this agent.` };
     }
     const key = `${entry.account}\u0000${entry.amount.currency}\u0000${entry.side}`;

@@ -34,8 +34,8 @@ export function parseJson(text: string): unknown {
 }
 
 /** Serializes a value to JSON; `bigint` values are written as bare numbers. */
-export function stringifyJson(value: unknown): string {
-  const text = stringify(value);
+export function stringifyJson(value: unknown, indent?: number): string {
+  const text = stringify(value, null, indent);
   if (text === undefined) throw new TypeError('value has no JSON form');
   return text;
 }

@@ -36,7 +36,8 @@ export function bigIntIn(lo: bigint, hi: bigint, phrase: string) {
       }
       return n;
     })
-    .meta({ type: 'integer', minimum: lo, maximum: hi, format: 'int128' });
+    // JSON Schema bounds are doubles; the exact range is in the description and enforced above.
+    .meta({ type: 'integer', format: 'int128', minimum: Number(lo), maximum: Number(hi), description: `An integer from ${lo} to ${hi}.` });
 }
 
 /** An exact integer in [lo, hi] (both safe), returned as `number`. */

@@ -26,7 +26,7 @@ export interface CurrencyTotals {
 
 export interface Account {
   id: string;
-  /** party owns the account; null for a house account no agent may post to. */
+  /** party owns the account; null for a house account any party's legs may post to. */
   party: string | null;
   totals: Map<string, CurrencyTotals>;
 }
