@@ -52,10 +52,13 @@ export function mayPropose(by: Principal, type: AdminOperation['type']): boolean
   return REQUIRED_ROLES[type].some((r) => by.roles.includes(r));
 }
 
+/** Why a principal may not propose an operation. */
+export function roleRefusal(by: Principal, type: AdminOperation['type']): string {
+  return `${by.name} may not do ${type} (it needs the ${REQUIRED_ROLES[type].join(' or ')} role).`;
+}
+
 export function applyAdmin(state: State, op: AdminOperation, logIndex: number): Result<AdminValue> {
-  if (!mayPropose(op.by, op.type)) {
-    return fail('forbidden', `${op.by.name} may not do ${op.type} (it needs the ${REQUIRED_ROLES[op.type].join(' or ')} role).`);
-  }
+  if (!mayPropose(op.by, op.type)) return fail('forbidden', roleRefusal(op.by, op.type));
   switch (op.type) {
     case 'AddTrustRoot':
       if (state.trustRoots.has(op.issuer)) return exists('Trust root', op.issuer);
