@@ -36,7 +36,7 @@ const DutyId = z.string().regex(/^[A-Za-z][A-Za-z0-9.:-]{0,63}$/, 'must be an ob
 
 const Condition = z.strictObject({
   left: z.string().max(80),
-  op: z.enum(OPERATORS, { error: `must be one of ${OPERATORS.join(', ')}` }),
+  op: z.enum(OPERATORS, { error: (iss) => `${JSON.stringify(iss.input)} is not an operator (one of ${OPERATORS.join(', ')})` }),
   right: z.union([Scalar, z.array(Scalar).min(1).max(256)]).optional(),
   currency: Currency.optional(),
 });
@@ -102,7 +102,8 @@ const OPS_BY_KIND: Record<LeftKind, readonly Operator[]> = {
 
 export function leftKind(left: string): LeftKind | null {
   if (/^bindings\.[a-z][a-z0-9_]{0,63}$/.test(left)) return 'dynamic';
-  return LEFT_KINDS[left] ?? null;
+  // An own-property check: "constructor" or "toString" must not find Object's members.
+  return Object.hasOwn(LEFT_KINDS, left) ? LEFT_KINDS[left]! : null;
 }
 
 /** A right side normalized for evaluation: integers as `bigint`. */
@@ -153,11 +154,14 @@ export function bundleHash(bundle: unknown): string {
 /** Checks and compiles an authored bundle. Every problem names its rule and field. */
 export function compileBundle(input: unknown): { ok: true; bundle: CompiledBundle } | { ok: false; issues: BundleIssue[] } {
   const parsed = parseWith(BundleSchema, input);
-  if (!parsed.ok) return { ok: false, issues: parsed.issues.map((i) => nameRule(i, input)) };
+  if (!parsed.ok) return { ok: false, issues: parsed.issues.map((i) => nameSchemaIssue(i, input)) };
   const issues: BundleIssue[] = [];
   const seen = new Set<string>();
   parsed.value.rules.forEach((rule, i) => {
-    const at = (field: string, message: string) => issues.push({ path: `rules.${i}${field ? `.${field}` : ''}`, message: `rule ${rule.id}: ${message}` });
+    const at = (field: string, message: string) => {
+      const path = `rules.${i}${field ? `.${field}` : ''}`;
+      issues.push({ path, message: `${subject(input, path)}: ${message}` });
+    };
     if (RESERVED_RULE_IDS.has(rule.id)) at('id', `the id ${rule.id} is reserved`);
     if (seen.has(rule.id)) at('id', `duplicate rule id ${rule.id}`);
     seen.add(rule.id);
@@ -169,14 +173,45 @@ export function compileBundle(input: unknown): { ok: true; bundle: CompiledBundl
   return { ok: true, bundle: { rules: orderRules(parsed.value.rules.map(compileRule)) } };
 }
 
-function nameRule(issue: BundleIssue, input: unknown): BundleIssue {
-  const m = /^rules\.(\d+)/.exec(issue.path);
-  const rules = (input as { rules?: unknown } | null)?.rules;
-  const rule = m && Array.isArray(rules) ? (rules[Number(m[1])] as { id?: unknown } | undefined) : undefined;
-  const id = typeof rule?.id === 'string' ? rule.id : m ? `#${m[1]}` : null;
+/**
+ * Who an issue at `path` concerns, by the ids as authored: `rule R-x`, then
+ * `, obligation O-y` and `, repair duty D-z` when the path goes through them. An
+ * element without a usable id is named by its position (`#0`).
+ */
+function subject(input: unknown, path: string): string | null {
+  const m = /^rules\.(\d+)(?:\.obligations\.(\d+)(?:\.repair\.(\d+))?)?/.exec(path);
+  if (!m) return null;
+  const name = (at: string, k: string) => {
+    const id = valueAt(input, `${at}.id`);
+    return typeof id === 'string' ? id : `#${k}`;
+  };
+  const rule = `rules.${m[1]}`;
+  let who = `rule ${name(rule, m[1]!)}`;
+  if (m[2] === undefined) return who;
+  const obligation = `${rule}.obligations.${m[2]}`;
+  who += `, obligation ${name(obligation, m[2])}`;
+  if (m[3] === undefined) return who;
+  return `${who}, repair duty ${name(`${obligation}.repair.${m[3]}`, m[3])}`;
+}
+
+/** The authored value at a dotted path, or undefined when there is none. */
+function valueAt(input: unknown, path: string): unknown {
+  let v = input;
+  for (const key of path === '' ? [] : path.split('.')) {
+    if (typeof v !== 'object' || v === null || !Object.hasOwn(v, key)) return undefined;
+    v = (v as Record<string, unknown>)[key];
+  }
+  return v;
+}
+
+/** A schema issue in the words of the policy language: who, which field, what is wrong. */
+function nameSchemaIssue(issue: BundleIssue, input: unknown): BundleIssue {
   const field = issue.path.split('.').pop() ?? '';
-  const message = id === null ? issue.message : `rule ${id}: ${/^\d*$/.test(field) ? '' : `${field} `}${issue.message}`;
-  return { path: issue.path, message };
+  const named = /^\d*$/.test(field) ? '' : `${field} `;
+  // A missing field is reported as such, whatever the field's own schema would say.
+  const what = valueAt(input, issue.path) === undefined && named !== '' ? 'is required' : issue.message;
+  const who = subject(input, issue.path);
+  return { path: issue.path, message: who === null ? `${named}${what}` : `${who}: ${named}${what}` };
 }
 
 type At = (field: string, message: string) => void;
@@ -190,7 +225,7 @@ function checkObligations(obligations: AuthoredBundle['rules'][number]['obligati
     checkConditions(o.discharge_when ?? [], `${base}.discharge_when`, at);
     const repairIds = new Set<string>();
     (o.repair ?? []).forEach((r, k) => {
-      if (repairIds.has(r.id)) at(`${base}.repair.${k}.id`, `duplicate repair duty id ${r.id} in obligation ${o.id}`);
+      if (repairIds.has(r.id)) at(`${base}.repair.${k}.id`, `duplicate repair duty id ${r.id}`);
       repairIds.add(r.id);
       checkConditions(r.discharge_when ?? [], `${base}.repair.${k}.discharge_when`, at);
     });
@@ -226,6 +261,7 @@ function asInteger(v: unknown): bigint | null {
 }
 
 function rightProblem(kind: LeftKind, op: Operator, right: unknown): string | null {
+  if (right === undefined) return 'a right side';
   const list = op === 'in' || op === 'not_in';
   if (list !== Array.isArray(right)) return list ? 'a list as right' : 'a single value as right';
   const items = (Array.isArray(right) ? right : [right]) as unknown[];
@@ -234,9 +270,11 @@ function rightProblem(kind: LeftKind, op: Operator, right: unknown): string | nu
   if (op === 'count_gte' || op === 'count_lte') return allInts && asInteger(items[0])! >= 0n ? null : 'a count (an integer, 0 or more) as right';
   if (kind === 'number') return allInts ? null : 'an integer (or a string of digits) as right';
   if (kind === 'string' || kind === 'list') return allStrings ? null : 'a string as right';
-  if (op === 'lt' || op === 'lte' || op === 'gt' || op === 'gte') return allInts ? null : 'an integer as right';
+  if (op === 'lt' || op === 'lte' || op === 'gt' || op === 'gte') return allInts ? null : 'an integer (or a string of digits) as right';
   if (op === 'prefix') return allStrings ? null : 'a string as right';
-  return null;
+  // A binding holds an integer, a string or a boolean; a fraction can never equal one.
+  const exact = items.every((v) => typeof v !== 'number' || Number.isSafeInteger(v));
+  return exact ? null : 'an integer, a string or a boolean as right';
 }
 
 function compileCondition(c: AuthoredCondition): CompiledCondition {
