@@ -1,1 +1,12 @@
-export {};
+/**
+ * @apl/node: the agent-plane ledger server. `main.ts` is the process; this module
+ * exports what tests and tools build on.
+ */
+export { startNode, OPENAPI_FILES, type RunningNode } from './node.js';
+export { loadConfig, ConfigSchema, ConfigError, envName, tlsFiles, tokensFile, type Config } from './config.js';
+export { devSetup, loadPrincipals, CERT_SCRIPT } from './devsetup.js';
+export { paserkId, toPaserk, verifyPaseto, Attestor } from './attest.js';
+export { agentDocument, adminDocument, renderDocuments } from './openapi.js';
+export { STATUS, type ErrorCode } from './errors.js';
+export { createLogger } from './log.js';
+export type { AdminPrincipal } from './admin-plane.js';

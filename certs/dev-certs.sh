@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Makes a certificate authority and, for each node id given, a key and a certificate
+# signed by it, usable both as a TLS server certificate (agent and admin planes) and
+# as a client certificate (the peer mesh's mutual TLS).
+#
+#   certs/dev-certs.sh <out-dir> <node-id>... [--host <dns-name-or-ip>]...
+#
+# Each node certificate names the node id, localhost and 127.0.0.1, plus every --host.
+# An existing CA in <out-dir> is reused, so nodes can be added later; existing node
+# certificates are left alone. Keys are EC P-256, written with mode 0600.
+# For a real cluster, run it once on a trusted machine with every node's address as
+# --host, and give each node ca.pem, <id>.pem and <id>-key.pem (never ca-key.pem).
+set -euo pipefail
+
+if [ $# -lt 2 ]; then
+  echo "usage: $0 <out-dir> <node-id>... [--host <name>]..." >&2
+  exit 2
+fi
+out=$1
+shift
+nodes=()
+hosts=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --host) hosts+=("$2"); shift 2 ;;
+    *) nodes+=("$1"); shift ;;
+  esac
+done
+
+mkdir -p "$out"
+chmod 700 "$out"
+umask 077
+cd "$out"
+
+if [ ! -f ca.pem ] || [ ! -f ca-key.pem ]; then
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out ca-key.pem 2>/dev/null
+  openssl req -x509 -new -key ca-key.pem -sha256 -days 825 -subj "/CN=agent-plane-ledger development CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" -out ca.pem
+  echo "made CA $out/ca.pem" >&2
+fi
+
+for id in "${nodes[@]}"; do
+  if [ -f "$id.pem" ] && [ -f "$id-key.pem" ]; then continue; fi
+  san="DNS:$id,DNS:localhost,IP:127.0.0.1"
+  for h in "${hosts[@]+"${hosts[@]}"}"; do
+    if [[ $h =~ ^[0-9.]+$ || $h == *:* ]]; then san="$san,IP:$h"; else san="$san,DNS:$h"; fi
+  done
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$id-key.pem" 2>/dev/null
+  openssl req -new -key "$id-key.pem" -subj "/CN=$id" -out "$id.csr"
+  ext=$(mktemp)
+  printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature,keyAgreement\nbasicConstraints=CA:FALSE\n' "$san" >"$ext"
+  openssl x509 -req -in "$id.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -sha256 -days 397 -extfile "$ext" -out "$id.pem" 2>/dev/null
+  rm -f "$id.csr" "$ext"
+  echo "made certificate $out/$id.pem ($san)" >&2
+done

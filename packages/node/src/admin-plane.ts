@@ -1,0 +1,199 @@
+/**
+ * The administrative plane (its own HTTPS listener): trust roots, parties, agent
+ * bindings, accounts, usage balances, the policy lifecycle, the cluster, and the
+ * log's digest and export for auditors.
+ *
+ * Callers present `Authorization: Bearer <token>`; the token's SHA-256 is compared in
+ * constant time with each configured principal's. Mutations go through the
+ * replicated log like intents do, with the principal's name and roles in the
+ * operation, so the commit point enforces roles and four eyes on every replica.
+ */
+import express, { type Request, type Response } from 'express';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import {
+  dryRun, mayPropose, policyView, roleRefusal, stateHash, usageReport, accountView,
+  type AdminOperation, type Applied, type Operation, type Principal, type Role, type State,
+} from '@apl/core';
+import type { Status } from '@apl/raft';
+import { paserkId, toPaserk } from './attest.js';
+import { ApiError } from './errors.js';
+import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+import {
+  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, PartyRequest, PolicyRequest, TransferRequest,
+  TrustRootRequest, UsageRequest,
+} from './wire.js';
+
+/** An admin operation before the caller and the version are filled in. */
+type Unsigned<T> = T extends unknown ? Omit<T, 'v' | 'by'> : never;
+
+export interface AdminPrincipal {
+  name: string;
+  token_sha256: string;
+  roles: Role[];
+}
+
+export interface AdminNode {
+  state(): State;
+  submit(op: Operation): Promise<Applied>;
+  readBarrier(): Promise<void>;
+  applied(): { index: number; head: string };
+  journal(): AsyncIterable<string>;
+  cluster(): { status: Status; members: { id: string; agent_url: string | null }[] };
+  transferLeadership(to: string): void;
+}
+
+export interface AdminOptions {
+  node: AdminNode;
+  principals: AdminPrincipal[];
+  bodyBytesMax: number;
+  openapi: string;
+  log: Logger;
+  metrics: Metrics;
+}
+
+export function adminApp(o: AdminOptions): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(observe('admin', o.log, o.metrics));
+  const body = jsonBody(o.bodyBytesMax);
+  const hashes = o.principals.map((p) => ({ p, digest: Buffer.from(p.token_sha256, 'hex') }));
+
+  app.get('/metrics', async (_req, res) => {
+    res.status(200).type(o.metrics.registry.contentType).send(await o.metrics.registry.metrics());
+  });
+  app.get('/admin/openapi.json', (_req, res) => {
+    res.status(200).type('application/json; charset=utf-8').send(o.openapi);
+  });
+
+  app.use('/admin/v1', (req, res, next) => {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    if (!m) return next(new ApiError('unauthorized', 'An admin token is required (Authorization: Bearer <token>).'));
+    const digest = createHash('sha256').update(m[1]!).digest();
+    // Compare with every principal so the time taken does not say which one matched.
+    let found: Principal | null = null;
+    for (const { p, digest: d } of hashes) if (timingSafeEqual(d, digest)) found = { name: p.name, roles: p.roles };
+    if (!found) return next(new ApiError('unauthorized', 'The admin token is not valid.'));
+    res.locals.principal = found;
+    next();
+  });
+
+  /** Proposes an admin operation by the caller and answers its result. */
+  const mutate = async (res: Response, op: Unsigned<AdminOperation>, created: boolean) => {
+    const by = res.locals.principal as Principal;
+    const full = { ...op, v: 1, by } as AdminOperation;
+    if (!mayPropose(by, full.type)) throw new ApiError('forbidden', roleRefusal(by, full.type));
+    const applied = await o.node.submit(full);
+    if (!applied.result.ok) throw ApiError.from(applied.result.error);
+    sendJson(res, created ? 201 : 200, applied.result.value);
+  };
+  const read = async (req: Request) => {
+    if (req.query.consistency !== 'local') await o.node.readBarrier();
+    return o.node.state();
+  };
+
+  app.post('/admin/v1/trust-roots', ...body, async (req, res) => {
+    const r = parseRequest(TrustRootRequest, req.body, 'trust root');
+    let public_key: string;
+    try {
+      public_key = toPaserk(r.public_key);
+    } catch (err) {
+      throw new ApiError('malformed_request', 'The trust root is not valid.', { issues: [{ path: 'public_key', message: (err as Error).message }] });
+    }
+    await mutate(res, { type: 'AddTrustRoot', issuer: r.issuer, public_key, key_id: paserkId(public_key) }, true);
+  });
+  app.delete('/admin/v1/trust-roots/:issuer', async (req, res) => mutate(res, { type: 'RemoveTrustRoot', issuer: req.params.issuer! }, false));
+  app.get('/admin/v1/trust-roots', async (req, res) => {
+    const s = await read(req);
+    sendJson(res, 200, { trust_roots: [...s.trustRoots.values()].map((t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key })) });
+  });
+
+  app.post('/admin/v1/parties', ...body, async (req, res) => mutate(res, { type: 'AddParty', ...parseRequest(PartyRequest, req.body, 'party') }, true));
+  app.get('/admin/v1/parties', async (req, res) => {
+    const s = await read(req);
+    sendJson(res, 200, { parties: [...s.parties.keys()].map((id) => ({ id })) });
+  });
+  app.post('/admin/v1/agents', ...body, async (req, res) => mutate(res, { type: 'BindAgent', ...parseRequest(BindingRequest, req.body, 'agent binding') }, true));
+  app.delete('/admin/v1/agents/:agent_uri', async (req, res) => mutate(res, { type: 'UnbindAgent', agent: req.params.agent_uri! }, false));
+  app.get('/admin/v1/agents', async (req, res) => {
+    const s = await read(req);
+    sendJson(res, 200, { agents: [...s.agents].map(([agent, party]) => ({ agent, party })) });
+  });
+  app.post('/admin/v1/accounts', ...body, async (req, res) => mutate(res, { type: 'OpenAccount', ...parseRequest(AccountRequest, req.body, 'account') }, true));
+  app.get('/admin/v1/accounts/:id', async (req, res) => {
+    const a = (await read(req)).accounts.get(req.params.id!);
+    if (!a) throw new ApiError('unknown_account', `No account ${req.params.id} exists.`);
+    sendJson(res, 200, accountView(a));
+  });
+  app.post('/admin/v1/usages', ...body, async (req, res) => mutate(res, { type: 'OpenUsage', ...parseRequest(UsageRequest, req.body, 'usage balance') }, true));
+  app.get('/admin/v1/usages/:id', async (req, res) => {
+    const u = (await read(req)).usages.get(req.params.id!);
+    if (!u) throw new ApiError('unknown_usage', `No usage balance ${req.params.id} exists.`);
+    sendJson(res, 200, { ...usageReport(u), owner: u.owner });
+  });
+
+  app.post('/admin/v1/policies', ...body, async (req, res) => mutate(res, { type: 'DraftPolicy', ...parseRequest(PolicyRequest, req.body, 'policy') }, true));
+  for (const [step, type] of [['review', 'ReviewPolicy'], ['approve', 'ApprovePolicy'], ['activate', 'ActivatePolicy']] as const) {
+    app.post(`/admin/v1/policies/:id/${step}`, ...body, async (req, res) => {
+      const r = parseRequest(LifecycleRequest, req.body ?? {}, `${step} request`);
+      await mutate(res, { type, id: String(req.params.id), ...r }, false);
+    });
+  }
+  app.get('/admin/v1/policies', async (req, res) => {
+    const s = await read(req);
+    sendJson(res, 200, { active: s.activePolicy, policies: [...s.policies.values()].map(policyView) });
+  });
+  app.get('/admin/v1/policies/:id', async (req, res) => {
+    const p = (await read(req)).policies.get(req.params.id!);
+    if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
+    sendJson(res, 200, policyView(p));
+  });
+  app.post('/admin/v1/policies/:id/dry-run', ...body, async (req, res) => {
+    const r = parseRequest(DryRunRequest, req.body ?? {}, 'dry-run request');
+    const s = await read(req);
+    const p = s.policies.get(String(req.params.id));
+    if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
+    const d = dryRun(s, p.bundle, r.limit ?? 100);
+    if (!d.ok) throw new ApiError('invalid_policy', `Policy ${p.id} is not valid.`, { issues: d.issues });
+    sendJson(res, 200, { policy: p.id, ...d.report });
+  });
+
+  app.get('/admin/v1/cluster', (_req, res) => {
+    const { status: s, members } = o.node.cluster();
+    sendJson(res, 200, {
+      node: s.id, role: s.role, term: s.term, leader: s.leader, commit_index: s.commit, applied_index: o.node.applied().index,
+      members: members.map((m) => ({
+        id: m.id, agent_url: m.agent_url,
+        role: m.id === s.leader ? 'leader' : 'follower',
+        match_index: s.progress?.[m.id]?.match ?? null,
+      })),
+    });
+  });
+  app.post('/admin/v1/cluster/transfer-leadership', ...body, async (req, res) => {
+    const by = res.locals.principal as Principal;
+    if (!by.roles.includes('operator')) throw new ApiError('forbidden', `${by.name} may not transfer leadership (it needs the operator role).`);
+    const r = parseRequest(TransferRequest, req.body, 'transfer request');
+    o.node.transferLeadership(r.to);
+    sendJson(res, 202, { transferring_to: r.to });
+  });
+
+  app.get('/admin/v1/log/digest', async (req, res) => {
+    const s = await read(req);
+    const { index, head } = o.node.applied();
+    sendJson(res, 200, { applied_index: index, tick: s.tick, digest: head, state_hash: stateHash(s) });
+  });
+  app.get('/admin/v1/log/export', async (req, res) => {
+    await read(req);
+    res.status(200).type('application/x-ndjson; charset=utf-8');
+    for await (const line of o.node.journal()) {
+      if (!res.write(`${line}\n`)) await new Promise((r) => res.once('drain', r));
+    }
+    res.end();
+  });
+
+  app.use(notFound);
+  app.use(errorHandler(o.log));
+  return app;
+}

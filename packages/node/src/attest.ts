@@ -1,0 +1,181 @@
+/**
+ * Attestations: PASETO v4.public tokens (Ed25519) that prove an agent may act.
+ *
+ * Verification is the costliest step of an intent, and agents reuse one token for
+ * many intents, so verified tokens are cached until their `exp` (a bounded cache;
+ * the oldest entry goes first). A cached token is still refused once expired or
+ * once its issuer's trust root is removed or re-keyed.
+ *
+ * Claims (DESIGN §6): `iss` names a trust root, `sub` is the agent URI, `aud` is the
+ * configured audience, `exp` is required, `jti` identifies the token (a digest of
+ * the token stands in when it is absent), `cap` lists capability patterns.
+ */
+import { createHash, createPublicKey } from 'node:crypto';
+import { blake2b } from '@noble/hashes/blake2.js';
+import { PublicProtocol, type PasetoError } from 'paseto';
+import { ImportPublicKeyFactory, VerifyFactory, type PublicKey } from 'paseto/v4/public';
+import { ACTION_NAME, type TrustRoot } from '@apl/core';
+
+const v4 = new PublicProtocol(VerifyFactory, ImportPublicKeyFactory);
+
+const TOKEN_FORM = /^v4\.public\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)?$/;
+const TOKEN_LENGTH_MAX = 8192;
+const CAPABILITY = new RegExp(`^(\\*|${ACTION_NAME.source.slice(1, -1)}(\\.\\*)?)$`);
+
+/** The facts a verified attestation establishes. */
+export interface Attested {
+  issuer: string;
+  key_id: string;
+  token_id: string;
+  subject: string;
+  capabilities: string[];
+  expires_at: number;
+}
+
+export type Verification = { ok: true; attested: Attested } | { ok: false; message: string };
+
+/** Converts an Ed25519 public key (PEM or PASERK k4.public) to PASERK k4.public. */
+export function toPaserk(publicKey: string): string {
+  const text = publicKey.trim();
+  if (text.startsWith('k4.public.')) {
+    if (!/^k4\.public\.[A-Za-z0-9_-]{43}$/.test(text)) throw new Error('is not a PASERK k4.public key');
+    return text;
+  }
+  let key;
+  try {
+    key = createPublicKey(text);
+  } catch {
+    throw new Error('is neither a PEM public key nor a PASERK k4.public key');
+  }
+  if (key.asymmetricKeyType !== 'ed25519') throw new Error(`is a ${key.asymmetricKeyType} key; v4.public needs Ed25519`);
+  const jwk = key.export({ format: 'jwk' });
+  return `k4.public.${jwk.x}`;
+}
+
+/** The PASERK id of a k4.public key: `k4.pid.` + base64url(BLAKE2b-264("k4.pid." + paserk)). */
+export function paserkId(paserk: string): string {
+  const d = blake2b(new TextEncoder().encode(`k4.pid.${paserk}`), { dkLen: 33 });
+  return `k4.pid.${Buffer.from(d).toString('base64url')}`;
+}
+
+/** The claims of a v4.public token, read without verifying them (to find the issuer). */
+export function unverifiedClaims(token: string): Record<string, unknown> | null {
+  const body = token.split('.')[2];
+  if (!body) return null;
+  const raw = Buffer.from(body, 'base64url');
+  if (raw.length <= 64) return null;
+  try {
+    const claims: unknown = JSON.parse(raw.subarray(0, raw.length - 64).toString('utf8'));
+    return claims !== null && typeof claims === 'object' && !Array.isArray(claims) ? (claims as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Verifies signature and time claims of a token with a k4.public key. */
+export async function verifyPaseto(
+  token: string,
+  paserk: string,
+  opts: { now: Date; audience?: string; implicitAssertion?: Uint8Array; footer?: Uint8Array },
+): Promise<{ ok: true; claims: Record<string, unknown> } | { ok: false; message: string }> {
+  try {
+    const key = await importKey(paserk);
+    const { claims } = await v4.Verify(key, token, {
+      now: opts.now,
+      ...(opts.audience === undefined ? {} : { audience: opts.audience }),
+      ...(opts.implicitAssertion === undefined ? {} : { implicitAssertion: opts.implicitAssertion }),
+      ...(opts.footer === undefined ? {} : { footer: opts.footer }),
+    });
+    return { ok: true, claims: claims as Record<string, unknown> };
+  } catch (err) {
+    return { ok: false, message: describe(err as PasetoError & { claim?: string }) };
+  }
+}
+
+function describe(err: PasetoError & { claim?: string }): string {
+  if (err.code === 'ERR_PASETO_CLAIM_VALIDATION') {
+    if (err.claim === 'exp') return /missing|required/i.test(err.message) ? 'it has no exp claim' : 'it has expired';
+    if (err.claim === 'aud') return 'it is for another audience';
+    if (err.claim === 'nbf') return 'it is not valid yet';
+    if (err.claim === 'iat') return 'it was issued in the future';
+    return `its ${err.claim ?? 'claims'} claim is not valid`;
+  }
+  if (err.code === 'ERR_PASETO_INVALID_TOKEN') return 'its signature or form does not verify';
+  return 'it could not be verified';
+}
+
+const keys = new Map<string, Promise<PublicKey>>();
+function importKey(paserk: string): Promise<PublicKey> {
+  let k = keys.get(paserk);
+  if (!k) {
+    k = v4.ImportPublicKey(paserk as `k4.public.${string}`);
+    k.catch(() => keys.delete(paserk));
+    if (keys.size >= 1024) keys.delete(keys.keys().next().value!);
+    keys.set(paserk, k);
+  }
+  return k;
+}
+
+export interface AttestorOptions {
+  audience: string;
+  cacheEntriesMax: number;
+  now: () => Date;
+  trustRoot: (issuer: string) => TrustRoot | undefined;
+}
+
+/** Verifies attestations against the registered trust roots, with a bounded cache. */
+export class Attestor {
+  private readonly cache = new Map<string, Attested>();
+  constructor(private readonly opts: AttestorOptions) {}
+
+  async verify(token: string): Promise<Verification> {
+    if (token.length > TOKEN_LENGTH_MAX || !TOKEN_FORM.test(token)) return reject('it is not a v4.public token');
+    const now = this.opts.now();
+    const cached = this.cache.get(token);
+    if (cached) {
+      const root = this.opts.trustRoot(cached.issuer);
+      if (cached.expires_at <= now.getTime()) {
+        this.cache.delete(token);
+        return reject('it has expired');
+      }
+      if (root?.key_id === cached.key_id) return { ok: true, attested: cached };
+      this.cache.delete(token);
+    }
+    const iss = unverifiedClaims(token)?.iss;
+    if (typeof iss !== 'string') return reject('it names no issuer');
+    const root = this.opts.trustRoot(iss);
+    if (!root) return reject('its issuer is not a trust root');
+    const verified = await verifyPaseto(token, root.public_key, { now, audience: this.opts.audience });
+    if (!verified.ok) return reject(verified.message);
+    const attested = attestedFrom(verified.claims, root, token);
+    if (typeof attested === 'string') return reject(attested);
+    this.remember(token, attested);
+    return { ok: true, attested };
+  }
+
+  private remember(token: string, a: Attested): void {
+    if (this.cache.size >= this.opts.cacheEntriesMax) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(token, a);
+  }
+}
+
+function reject(why: string): Verification {
+  return { ok: false, message: `The attestation was rejected: ${why}.` };
+}
+
+function attestedFrom(claims: Record<string, unknown>, root: TrustRoot, token: string): Attested | string {
+  const { sub, cap, jti, exp } = claims;
+  if (typeof sub !== 'string' || sub.length === 0) return 'it has no sub claim';
+  if (!Array.isArray(cap) || cap.length > 64 || !cap.every((c) => typeof c === 'string' && CAPABILITY.test(c))) {
+    return 'its cap claim is not a list of capabilities';
+  }
+  if (jti !== undefined && (typeof jti !== 'string' || jti.length === 0 || jti.length > 256)) return 'its jti claim is not valid';
+  return {
+    issuer: root.issuer,
+    key_id: root.key_id,
+    token_id: typeof jti === 'string' ? jti : `sha256:${createHash('sha256').update(token).digest('hex').slice(0, 32)}`,
+    subject: sub,
+    capabilities: cap as string[],
+    expires_at: Date.parse(exp as string),
+  };
+}

@@ -1,0 +1,70 @@
+/**
+ * First start on a developer's machine: development certificates (made by
+ * certs/dev-certs.sh with openssl) and three admin principals, so that four eyes can
+ * be honoured on a laptop too. Nothing here runs when `dev_setup` is false.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { ROLES } from '@apl/core';
+import { type Config, ConfigError, tlsFiles, tokensFile } from './config.js';
+import type { AdminPrincipal } from './admin-plane.js';
+
+export const CERT_SCRIPT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../certs/dev-certs.sh');
+
+const TokensFile = z.record(z.string().min(1), z.strictObject({ token: z.string().min(16), roles: z.array(z.enum(ROLES)).min(1) }));
+
+const DEV_PRINCIPALS: [string, AdminPrincipal['roles']][] = [
+  ['dev-author', ['author', 'operator']],
+  ['dev-reviewer', ['reviewer']],
+  ['dev-approver', ['approver']],
+];
+
+/** Makes what a first start needs; returns what it made, for the banner. */
+export function devSetup(c: Config): string[] {
+  if (!c.dev_setup) return [];
+  const made: string[] = [];
+  const tls = tlsFiles(c);
+  if (!existsSync(tls.cert) || !existsSync(tls.key) || !existsSync(tls.ca)) {
+    if (c.tls.cert !== null || c.tls.key !== null || c.tls.ca !== null) {
+      throw new ConfigError(`tls: the configured files do not exist (${[tls.ca, tls.cert, tls.key].filter((f) => !existsSync(f)).join(', ')})`);
+    }
+    execFileSync('bash', [CERT_SCRIPT, dirname(tls.cert), c.node_id], { stdio: ['ignore', 'ignore', 'inherit'] });
+    made.push(`development CA and certificate in ${dirname(tls.cert)}`);
+  }
+  const tokens = tokensFile(c);
+  if (!existsSync(tokens)) {
+    mkdirSync(dirname(tokens), { recursive: true });
+    const file = Object.fromEntries(DEV_PRINCIPALS.map(([name, roles]) => [name, { token: randomBytes(24).toString('base64url'), roles }]));
+    writeFileSync(tokens, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
+    made.push(`development admin tokens in ${tokens}`);
+  }
+  return made;
+}
+
+/** The admin principals: those configured by token hash, and those of the tokens file. */
+export function loadPrincipals(c: Config): AdminPrincipal[] {
+  const principals: AdminPrincipal[] = [...c.admin_principals];
+  const file = tokensFile(c);
+  if (existsSync(file)) {
+    let parsed;
+    try {
+      parsed = TokensFile.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+    } catch (err) {
+      throw new ConfigError(`admin tokens file ${file}: ${(err as Error).message}`);
+    }
+    if (!parsed.success) throw new ConfigError(`admin tokens file ${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    for (const [name, p] of Object.entries(parsed.data)) {
+      principals.push({ name, roles: p.roles, token_sha256: createHash('sha256').update(p.token).digest('hex') });
+    }
+  }
+  const names = new Set<string>();
+  for (const p of principals) {
+    if (names.has(p.name)) throw new ConfigError(`admin principal ${p.name} is configured twice`);
+    names.add(p.name);
+  }
+  return principals;
+}

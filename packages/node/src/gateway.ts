@@ -1,0 +1,211 @@
+/**
+ * The agent plane (HTTPS): one writing route and the party-scoped reads.
+ *
+ * POST /api/v1/intents does everything that is not deterministic before proposing:
+ * schema and agent URI, the attestation against the wall clock, the binding, the
+ * capability, the idempotent replay and the policy pin against local state, and the
+ * hash of the justification (the text itself is never stored). The operation then
+ * carries only verified facts; the commit point judges it again against the state
+ * at its place in the log.
+ *
+ * Reads are scoped to the attested party: another party's transaction, account or
+ * usage balance answers exactly what a missing one answers.
+ */
+import express, { type Request, type Response } from 'express';
+import { createHash } from 'node:crypto';
+import {
+  AGENT_URI, compareBytes, grantingCapability, isOwed, obligationView, outcomeView, transactionView, accountView, usageReport, policyView,
+  type Applied, type IntentResult, type Operation, type State,
+} from '@apl/core';
+import { z } from 'zod';
+import type { Attestor } from './attest.js';
+import { ApiError } from './errors.js';
+import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+import { intentEnvelope, type IntentEnvelope } from './wire.js';
+
+/** What the gateway needs from the node it runs on. */
+export interface GatewayNode {
+  state(): State;
+  /** Proposes an operation (forwarding it to the primary if need be) and resolves with its result here. */
+  submit(op: Operation): Promise<Applied>;
+  /** Resolves once local state reflects every write committed before the call. */
+  readBarrier(): Promise<void>;
+  /** Whether this replica may judge pre-checks against its own state (it is the primary). */
+  isPrimary(): boolean;
+  health(): { ready: boolean; detail: Record<string, unknown> };
+}
+
+export interface GatewayOptions {
+  node: GatewayNode;
+  attestor: Attestor;
+  bodyBytesMax: number;
+  entriesPerIntentMax: number;
+  openapi: string;
+  log: Logger;
+  metrics: Metrics;
+}
+
+const USAGE_ID = /^usage_[A-Za-z0-9][A-Za-z0-9_.:-]{0,121}$/;
+const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local']).optional() });
+const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text']).optional() });
+const ObligationsQuery = ReadQuery.extend({ state: z.enum(['owed', 'open', 'breached', 'discharged', 'all']).optional() });
+
+export function agentApp(o: GatewayOptions): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(observe('agent', o.log, o.metrics));
+  const envelope = intentEnvelope(o.entriesPerIntentMax);
+
+  app.get('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }));
+  app.get('/readyz', (_req, res) => {
+    const h = o.node.health();
+    sendJson(res, h.ready ? 200 : 503, { status: h.ready ? 'ready' : 'not ready', ...h.detail });
+  });
+  app.get('/api/openapi.json', (_req, res) => {
+    res.status(200).type('application/json; charset=utf-8').send(o.openapi);
+  });
+
+  app.post('/api/v1/intents', ...jsonBody(o.bodyBytesMax), async (req, res) => {
+    if (req.body === undefined) throw new ApiError('malformed_request', 'The intent envelope is required.', { issues: [{ path: '', message: 'is required' }] });
+    const env = parseRequest(envelope, req.body, 'intent envelope');
+    res.locals.transaction = env.transaction;
+    await submitIntent(o, env, res);
+  });
+
+  app.get('/api/v1/transactions/:txn_id', async (req, res) => {
+    const id = req.params.txn_id!;
+    if (!/^txn_[A-Za-z0-9][A-Za-z0-9_.:-]{0,123}$/.test(id)) {
+      throw new ApiError('malformed_request', 'The transaction id is not valid.', { issues: [{ path: 'txn_id', message: 'must be a transaction id (txn_<id>)' }] });
+    }
+    const { party, state } = await reader(o, req, res, ReadQuery);
+    const r = state.transactions.get(id);
+    if (!r || r.party !== party) throw new ApiError('unknown_transaction', `No transaction ${id} is visible to this agent.`);
+    sendJson(res, 200, transactionView(r));
+  });
+
+  app.get('/api/v1/accounts/:id/balance', async (req, res) => {
+    const id = req.params.id!;
+    if (!/^acc_[A-Za-z0-9][A-Za-z0-9_.:-]{0,123}$/.test(id)) {
+      throw new ApiError('malformed_request', 'The account id is not valid.', { issues: [{ path: 'id', message: 'must be an account id (acc_<id>)' }] });
+    }
+    const { party, state } = await reader(o, req, res, ReadQuery);
+    const a = state.accounts.get(id);
+    if (!a || a.party !== party) throw new ApiError('unknown_account', `No account ${id} is visible to this agent.`);
+    sendJson(res, 200, accountView(a));
+  });
+
+  app.get('/api/v1/obligations', async (req, res) => {
+    const { party, state, query } = await reader(o, req, res, ObligationsQuery);
+    const which = query.state ?? 'owed';
+    const list = [...state.obligations.values()]
+      .filter((ob) => ob.party === party && (which === 'all' || (which === 'owed' ? isOwed(ob) : ob.state === which)))
+      .sort((a, b) => a.deadline_tick - b.deadline_tick || compareBytes(a.id, b.id))
+      .map(obligationView);
+    sendJson(res, 200, { party, tick: state.tick, obligations: list });
+  });
+
+  app.get('/api/v1/policies/active', async (req, res) => {
+    const { state } = await reader(o, req, res, ReadQuery);
+    const p = state.activePolicy === null ? undefined : state.policies.get(state.activePolicy);
+    if (!p) throw new ApiError('unknown_policy', 'No policy is in force.');
+    sendJson(res, 200, policyView(p));
+  });
+
+  app.get('/api/v1/usages/:id', async (req, res) => {
+    const id = req.params.id!;
+    if (!USAGE_ID.test(id)) throw new ApiError('invalid_usage_id', `${JSON.stringify(id)} is not a usage-balance id (usage_<id>).`);
+    const { party, state, query } = await reader(o, req, res, UsageQuery);
+    const u = state.usages.get(id);
+    // One answer for a balance of another party, a balance with no owner and one never opened.
+    if (!u || u.owner === null || u.owner !== party) throw new ApiError('unknown_usage', `No usage balance ${id} is visible to this agent.`);
+    const report = usageReport(u);
+    if (query.format === 'text') res.status(200).type('text/plain; charset=utf-8').send(report.text);
+    else sendJson(res, 200, report);
+  });
+
+  app.use(notFound);
+  app.use(errorHandler(o.log));
+  return app;
+}
+
+async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Response): Promise<void> {
+  if (!AGENT_URI.test(env.agent)) {
+    throw new ApiError('invalid_agent_uri', `${JSON.stringify(env.agent)} is not an agent URI (agent://<authority>/agent/<agent_id>).`);
+  }
+  if (env.attestation === undefined || env.attestation === '') throw new ApiError('unknown_agent', 'No attestation was presented.');
+  const v = await o.attestor.verify(env.attestation);
+  if (!v.ok) throw new ApiError('attestation', v.message);
+  if (v.attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
+  const state = o.node.state();
+  const party = state.agents.get(env.agent);
+  if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
+  if (grantingCapability(v.attested.capabilities, env.action.action) === null) {
+    throw new ApiError('capability_mapping', `The attestation grants no capability for action ${env.action.action}.`);
+  }
+  const recorded = state.transactions.get(env.transaction);
+  if (recorded) {
+    if (recorded.party !== party) throw new ApiError('transaction_conflict', `The transaction id ${env.transaction} is already recorded for another party; mint a new one.`);
+    return sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
+  }
+  if (o.node.isPrimary()) checkPin(state, env.policy);
+
+  const op: Operation = {
+    type: 'SubmitIntent',
+    v: 1,
+    transaction: env.transaction,
+    agent: env.agent,
+    entries: env.entries,
+    ...(env.consume_usage ? { consume_usage: env.consume_usage } : {}),
+    ...(env.meter_usage ? { meter_usage: env.meter_usage } : {}),
+    ...(env.bill_usage ? { bill_usage: env.bill_usage } : {}),
+    action: env.action,
+    evidence: env.evidence,
+    justification_hash: createHash('sha256').update(env.justification, 'utf8').digest('hex'),
+    policy: env.policy,
+    authority: {
+      issuer: v.attested.issuer,
+      key_id: v.attested.key_id,
+      token_id: v.attested.token_id,
+      capabilities: v.attested.capabilities,
+    },
+  };
+  answerIntent(res, await o.node.submit(op), o.node.state());
+}
+
+/** The gateway's pin check before proposing: `stale_policy`, or `no_active_policy`. */
+function checkPin(state: State, pinned: string): void {
+  const active = state.activePolicy;
+  if (active === null) throw new ApiError('no_active_policy', `No policy is in force; the intent pinned ${pinned}.`, { pinned, active: null });
+  if (pinned !== active) throw new ApiError('stale_policy', `The pinned policy ${pinned} is not the policy in force (${active}).`, { pinned, active });
+}
+
+function answerIntent(res: Response, applied: Applied, state: State): void {
+  if (!applied.result.ok) throw ApiError.from(applied.result.error);
+  const v = applied.result.value as IntentResult;
+  const txn = v.kind === 'recorded' ? v.outcome.transaction : v.transaction;
+  const record = state.transactions.get(txn)!;
+  sendJson(res, 200, outcomeView(record), v.kind === 'replayed' ? { 'Idempotent-Replayed': 'true' } : {});
+}
+
+/**
+ * Authenticates a party-scoped read and makes its state current: the attestation
+ * comes as `Authorization: Bearer <token>`, and the agent is the token's `sub`.
+ */
+async function reader<S extends z.ZodType>(o: GatewayOptions, req: Request, res: Response, schema: S): Promise<{ party: string; state: State; query: z.output<S> }> {
+  const query = parseRequest(schema, { ...(req.query as Record<string, unknown>) }, 'query');
+  const header = req.headers.authorization;
+  const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!m) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
+  const v = await o.attestor.verify(m[1]!);
+  if (!v.ok) throw new ApiError('attestation', v.message);
+  const local = (query as { consistency?: string }).consistency === 'local';
+  if (!local) await o.node.readBarrier();
+  res.set('Consistency', local ? 'local' : 'linearizable');
+  const state = o.node.state();
+  const party = state.agents.get(v.attested.subject);
+  if (party === undefined) throw new ApiError('unknown_agent', `The agent ${v.attested.subject} is not bound to a party.`);
+  return { party, state, query };
+}

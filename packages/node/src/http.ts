@@ -1,0 +1,89 @@
+/**
+ * HTTP plumbing shared by both planes: lossless JSON in and out, the body limit, the
+ * error handler that turns every failure into `{error, message}`, and one log line
+ * and one metric per request.
+ */
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import express from 'express';
+import { JsonSyntaxError, parseJson, parseWith, stringifyJson } from '@apl/core';
+import type { z } from 'zod';
+import { ApiError, STATUS } from './errors.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+
+export function sendJson(res: Response, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.status(status).set(headers).type('application/json; charset=utf-8').send(stringifyJson(body));
+}
+
+/** Reads a JSON body losslessly (128-bit integers stay exact), refusing more than `limitBytes`. */
+export function jsonBody(limitBytes: number): RequestHandler[] {
+  return [
+    express.raw({ type: () => true, limit: limitBytes }),
+    (req, _res, next) => {
+      const raw = req.body as Buffer | undefined;
+      if (!raw || raw.length === 0) {
+        req.body = undefined;
+        return next();
+      }
+      const type = req.headers['content-type'] ?? '';
+      if (!/^application\/json\s*(;|$)/i.test(type)) {
+        return next(new ApiError('malformed_request', 'The body must be JSON (Content-Type: application/json).'));
+      }
+      try {
+        req.body = parseJson(raw.toString('utf8'));
+        next();
+      } catch (err) {
+        next(new ApiError('malformed_request', `The body is not valid JSON: ${(err as JsonSyntaxError).message}.`));
+      }
+    },
+  ];
+}
+
+/** Parses a request value with a schema, or throws 400 malformed_request listing each problem. */
+export function parseRequest<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const r = parseWith(schema, value);
+  if (!r.ok) throw new ApiError('malformed_request', `The ${what} is not valid.`, { issues: r.issues });
+  return r.value;
+}
+
+/** Logs and counts every request once it is answered. */
+export function observe(plane: 'agent' | 'admin', log: Logger, metrics: Metrics): RequestHandler {
+  return (req, res, next) => {
+    const start = process.hrtime.bigint();
+    res.on('finish', () => {
+      const route = req.route?.path ? `${req.baseUrl}${req.route.path as string}` : 'unmatched';
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      metrics.httpRequests.inc({ plane, route, status: String(res.statusCode) });
+      metrics.httpDuration.observe({ plane, route }, seconds);
+      const txn = res.locals.transaction as string | undefined;
+      log.info({ event: 'request', plane, method: req.method, route, status: res.statusCode, ms: Math.round(seconds * 1e4) / 10, ...(txn ? { transaction: txn } : {}), ...(res.locals.error ? { error: res.locals.error } : {}) }, 'request');
+    });
+    next();
+  };
+}
+
+/** The last handler: every error becomes `{error, message}`; nothing internal leaks. */
+export function errorHandler(log: Logger): (err: unknown, req: Request, res: Response, next: NextFunction) => void {
+  return (err, req, res, _next) => {
+    const e = toApiError(err);
+    if (e.body.error === 'internal_error') log.error({ event: 'internal_error', method: req.method, path: req.path, err: (err as Error)?.stack ?? String(err) }, 'unexpected error');
+    res.locals.error = e.body.error;
+    if (res.headersSent) return;
+    sendJson(res, e.status, e.body);
+  };
+}
+
+function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const e = err as { type?: string; status?: number; expose?: boolean };
+  if (e?.type === 'entity.too.large') return new ApiError('payload_too_large', 'The body is larger than this node accepts.');
+  if (e?.status && e.status >= 400 && e.status < 500 && e.expose) return new ApiError('malformed_request', 'The request could not be read.');
+  return new ApiError('internal_error', 'The server could not complete the request.');
+}
+
+/** 404 for every route no plane serves. */
+export const notFound: RequestHandler = (req, _res, next) => {
+  next(new ApiError('not_found', `No route ${req.method} ${req.path}.`));
+};
+
+export { STATUS };

@@ -1,0 +1,38 @@
+/**
+ * Prometheus metrics (served at GET /metrics on the admin plane). One registry per
+ * node, so that tests running several nodes in one process do not mix them.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly httpRequests = new Counter({
+    name: 'apl_http_requests_total', help: 'HTTP requests answered, by plane, route and status.',
+    labelNames: ['plane', 'route', 'status'] as const, registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: 'apl_http_request_duration_seconds', help: 'Time to answer an HTTP request.',
+    labelNames: ['plane', 'route'] as const, buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly intents = new Counter({
+    name: 'apl_intents_total', help: 'Intents judged at the commit point, by verdict or error code.',
+    labelNames: ['outcome'] as const, registers: [this.registry],
+  });
+  readonly fsyncs = new Counter({ name: 'apl_log_fsyncs_total', help: 'Synced writes of the replicated log.', registers: [this.registry] });
+  readonly fsyncDuration = new Histogram({
+    name: 'apl_log_fsync_duration_seconds', help: 'Time of one synced write of the replicated log.',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [this.registry],
+  });
+  readonly entriesApplied = new Counter({ name: 'apl_log_entries_applied_total', help: 'Log entries applied to the state machine.', registers: [this.registry] });
+  readonly appliedIndex = new Gauge({ name: 'apl_log_applied_index', help: 'Index of the last applied log entry.', registers: [this.registry] });
+  readonly commitIndex = new Gauge({ name: 'apl_raft_commit_index', help: 'Raft commit index.', registers: [this.registry] });
+  readonly term = new Gauge({ name: 'apl_raft_term', help: 'Raft term.', registers: [this.registry] });
+  readonly isLeader = new Gauge({ name: 'apl_raft_is_leader', help: '1 on the primary, 0 elsewhere.', registers: [this.registry] });
+  readonly proposalsInFlight = new Gauge({ name: 'apl_proposals_in_flight', help: 'Proposals waiting for their commit.', registers: [this.registry] });
+  readonly tick = new Gauge({ name: 'apl_ledger_tick', help: 'The ledger tick.', registers: [this.registry] });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * A running node: the replica, the attestation verifier, and the agent and admin
+ * planes on their own HTTPS listeners. `startNode` is what `npm start` runs and what
+ * the integration tests start on free ports.
+ */
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Applied, Operation } from '@apl/core';
+import { adminApp, type AdminPrincipal } from './admin-plane.js';
+import { Attestor } from './attest.js';
+import { type Config, ConfigError, tlsFiles } from './config.js';
+import { ApiError } from './errors.js';
+import { agentApp } from './gateway.js';
+import { createLogger, type Logger } from './log.js';
+import { Metrics } from './metrics.js';
+import { NotLeaderError, Replica, type Transport } from './replica.js';
+
+const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const OPENAPI_FILES = {
+  agent: resolve(PACKAGE_DIR, 'openapi/agent-plane.json'),
+  admin: resolve(PACKAGE_DIR, 'openapi/admin-plane.json'),
+};
+
+export interface RunningNode {
+  config: Config;
+  replica: Replica;
+  agentUrl: string;
+  adminUrl: string;
+  log: Logger;
+  close(): Promise<void>;
+}
+
+/** A group of one has nobody to talk to. */
+const noPeers: Transport = {
+  send(messages) {
+    if (messages.length > 0) throw new Error(`a one-member group produced ${messages.length} messages`);
+  },
+};
+
+export async function startNode(c: Config, principals: AdminPrincipal[], opts: { log?: Logger } = {}): Promise<RunningNode> {
+  if (c.members.length > 1) {
+    throw new ConfigError(`members: ${c.members.length} members are configured, but this build runs standalone nodes only (the peer mesh is not part of it)`);
+  }
+  const log = opts.log ?? createLogger(c.log_level, c.node_id);
+  const metrics = new Metrics();
+  const tls = tlsFiles(c);
+  const cert = readFileSync(tls.cert);
+  const key = readFileSync(tls.key);
+  const replica = await Replica.open({
+    id: c.node_id,
+    peers: [c.node_id],
+    dataDir: c.data_dir,
+    raft: c.raft,
+    tickIntervalMs: c.tick_interval_ms,
+    commitTimeoutMs: c.commit_timeout_ms,
+    proposalsInFlightMax: c.limits.proposals_in_flight_max,
+    snapshotIntervalEntries: c.snapshot_interval_entries,
+    transport: noPeers,
+    log,
+    metrics,
+  });
+  const attestor = new Attestor({
+    audience: c.audience,
+    cacheEntriesMax: c.limits.attestation_cache_entries_max,
+    now: () => new Date(),
+    trustRoot: (issuer) => replica.ledger.state.trustRoots.get(issuer),
+  });
+  const submit = async (op: Operation): Promise<Applied> => {
+    try {
+      return await replica.propose(op);
+    } catch (err) {
+      if (err instanceof NotLeaderError) throw new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: null });
+      throw err;
+    }
+  };
+  const node = {
+    state: () => replica.ledger.state,
+    submit,
+    readBarrier: () => replica.readBarrier(),
+    isPrimary: () => replica.isLeader(),
+    health: () => {
+      const s = replica.status();
+      return { ready: replica.ready(), detail: { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.ledger.applied } };
+    },
+  };
+  const agent = agentApp({
+    node, attestor, log, metrics,
+    bodyBytesMax: c.limits.body_bytes_max,
+    entriesPerIntentMax: c.limits.entries_per_intent_max,
+    openapi: readFileSync(OPENAPI_FILES.agent, 'utf8'),
+  });
+  const admin = adminApp({
+    node: {
+      ...node,
+      applied: () => ({ index: replica.ledger.applied, head: replica.ledger.head }),
+      journal: () => replica.journalRecords(),
+      cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: null }] }),
+      transferLeadership: (to) => {
+        try {
+          replica.transferLeadership(to);
+        } catch (err) {
+          if (err instanceof NotLeaderError) throw new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: null });
+          throw err;
+        }
+      },
+    },
+    principals, log, metrics,
+    bodyBytesMax: c.limits.body_bytes_max,
+    openapi: readFileSync(OPENAPI_FILES.admin, 'utf8'),
+  });
+  replica.start();
+  const tlsOptions = { cert, key, minVersion: 'TLSv1.2' as const };
+  const servers = await Promise.all([
+    listen(createServer(tlsOptions, agent), c.agent_port, c.host),
+    listen(createServer(tlsOptions, admin), c.admin_port, c.host),
+  ]);
+  const url = (s: Server) => `https://${c.host.includes(':') ? `[${c.host}]` : c.host}:${(s.address() as AddressInfo).port}`;
+  log.info({ event: 'node_started', agent: url(servers[0]), admin: url(servers[1]) }, 'node started');
+  let closing: Promise<void> | null = null;
+  return {
+    config: c,
+    replica,
+    agentUrl: url(servers[0]),
+    adminUrl: url(servers[1]),
+    log,
+    close: () => (closing ??= (async () => {
+      await Promise.all(servers.map((s) => new Promise<void>((r) => {
+        s.close(() => r());
+        s.closeIdleConnections();
+      })));
+      await replica.close();
+      log.info({ event: 'node_stopped' }, 'node stopped');
+    })()),
+  };
+}
+
+function listen(server: Server, port: number, host: string): Promise<Server> {
+  return new Promise((resolvePromise, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolvePromise(server);
+    });
+  });
+}

@@ -1,0 +1,159 @@
+/**
+ * The wire: request schemas (parsed from `unknown`) and response schemas (the
+ * contract the OpenAPI documents publish). Field schemas come from the core, so a
+ * leg or a usage move is defined once. Response objects are strict: a field the
+ * contract does not name fails the contract tests.
+ */
+import { z } from 'zod';
+import {
+  AccountId, Action, AgentUri, Comment, Currency, Entry, Issuer, LIMITS, PartyId, PolicyId, Sha256Hex,
+  TransactionId, UsageId, UsageMove,
+} from '@apl/core';
+import { STATUS } from './errors.js';
+
+/** The intent envelope of POST /api/v1/intents. `agent` is checked apart (422 invalid_agent_uri). */
+export function intentEnvelope(entriesMax: number) {
+  return z.strictObject({
+    agent: z.string().max(512),
+    attestation: z.string().max(8192).optional(),
+    transaction: TransactionId,
+    entries: z.array(Entry).max(Math.min(entriesMax, LIMITS.entriesCountMax), `at most ${entriesMax} entries per intent`),
+    consume_usage: UsageMove.optional(),
+    meter_usage: UsageMove.optional(),
+    bill_usage: UsageMove.optional(),
+    action: Action,
+    evidence: z.array(Sha256Hex).max(LIMITS.evidenceCountMax),
+    justification: z.string().max(4096),
+    policy: PolicyId,
+  });
+}
+export type IntentEnvelope = z.output<ReturnType<typeof intentEnvelope>>;
+
+// Responses. Integers of 128-bit range are bigint here and bare numbers on the wire.
+const int128 = z.bigint().meta({ type: 'integer', format: 'int128' });
+const tick = z.number().int().min(0);
+const Verdict = z.enum(['Permitted', 'ForbiddenRejected', 'NotPermittedRejected', 'RepairOutstandingRejected', 'ObligationUnmetRejected']);
+const ObligationState = z.enum(['open', 'discharged', 'breached']);
+const PolicyRef = z.strictObject({ id: z.string(), bundle_hash: Sha256Hex });
+
+export const PendingObligation = z.strictObject({
+  id: z.string(), rule: z.string(), action: z.string(), deadline_tick: tick, state: ObligationState, repair_of: z.string().optional(),
+}).meta({ description: 'An obligation the acting party owes.' });
+
+export const Provenance = z.strictObject({
+  tick,
+  log_index: z.number().int().min(1),
+  entry_hash: Sha256Hex,
+  authority: z.strictObject({ issuer: z.string(), token_id: z.string(), capability: z.string() }),
+  prohibitions_checked: z.array(z.string()),
+  winning_rule: z.string(),
+  basis: z.string().optional().meta({ description: 'Why an intent was refused, with the real figures.' }),
+  obligations_discharged: z.array(z.string()),
+  obligations_created: z.array(z.string()),
+  policy: PolicyRef,
+});
+
+const outcomeShape = {
+  transaction: TransactionId,
+  verdict: Verdict,
+  posted: z.boolean(),
+  policy: z.string(),
+  obligations_pending: z.array(PendingObligation),
+  justification_hash: Sha256Hex,
+  provenance: Provenance,
+};
+export const Outcome = z.strictObject(outcomeShape).meta({ description: 'The judgement of an intent: a posting, a recorded refusal, or the replay of one.' });
+
+const WireAmount = z.strictObject({ minor: int128, currency: z.string() });
+const WireEntry = z.strictObject({ account: z.string(), side: z.enum(['Debit', 'Credit']), amount: WireAmount });
+const WireMove = z.strictObject({ usage: z.string(), amount: WireAmount });
+const WireBindings = z.record(z.string(), z.union([z.string(), z.boolean(), int128]));
+
+export const TransactionView = z.strictObject({
+  ...outcomeShape,
+  agent: z.string(),
+  party: z.string(),
+  action: z.strictObject({ action: z.string(), bindings: WireBindings }),
+  entries: z.array(WireEntry),
+  consume_usage: WireMove.optional(),
+  meter_usage: WireMove.optional(),
+  bill_usage: WireMove.optional(),
+  evidence: z.array(Sha256Hex),
+});
+
+export const AccountBalance = z.strictObject({
+  account: z.string(),
+  party: z.string().nullable(),
+  balances: z.array(z.strictObject({ currency: z.string(), debits: int128, credits: int128, net: int128 })),
+});
+
+const usageShape = {
+  usage: z.string(), currency: z.string(), consumed: int128, metered: int128, billed: int128,
+  unmetered: int128, unbilled: int128, reconciled: z.boolean(), text: z.string(),
+};
+export const UsageReport = z.strictObject(usageShape);
+export const AdminUsageReport = z.strictObject({ ...usageShape, owner: z.string().nullable() });
+
+export const ObligationView = z.strictObject({
+  id: z.string(), rule: z.string(), action: z.string(), transaction: z.string(), created_tick: tick, deadline_tick: tick,
+  state: ObligationState, repair_of: z.string().nullable(), blocks: z.array(z.string()),
+  discharged_by: z.string().nullable(), discharged_at_tick: tick.nullable(), breached_at_tick: tick.nullable(), policy: PolicyRef,
+});
+export const ObligationList = z.strictObject({ party: z.string(), tick, obligations: z.array(ObligationView) });
+
+const PolicyEvent = z.strictObject({
+  action: z.enum(['draft', 'review', 'approve', 'activate', 'supersede']), by: z.string(), tick, log_index: z.number().int(), comment: z.string().optional(),
+});
+export const PolicyView = z.strictObject({
+  id: z.string(),
+  state: z.enum(['draft', 'reviewed', 'approved', 'active', 'superseded']),
+  bundle_hash: Sha256Hex,
+  author: z.string(),
+  reviewer: z.string().nullable(),
+  approver: z.string().nullable(),
+  activated_at_tick: tick.nullable(),
+  superseded_at_tick: tick.nullable(),
+  history: z.array(PolicyEvent),
+  bundle: z.unknown().meta({ description: 'The rule bundle as authored (see docs/policy-language.md).' }),
+});
+
+const ERROR_CODES = Object.keys(STATUS) as [string, ...string[]];
+export const ErrorBody = z.looseObject({
+  error: z.enum(ERROR_CODES),
+  message: z.string(),
+}).meta({ description: 'Every error: a code, a plain English message, and the extra fields of its code.' });
+
+// Admin requests.
+export const TrustRootRequest = z.strictObject({ issuer: Issuer, public_key: z.string().min(1).max(4096) });
+export const TrustRootView = z.strictObject({ issuer: z.string(), key_id: z.string(), public_key: z.string().optional() });
+export const PartyRequest = z.strictObject({ id: PartyId });
+export const PartyView = z.strictObject({ id: z.string() });
+export const BindingRequest = z.strictObject({ agent: AgentUri, party: PartyId });
+export const BindingView = z.strictObject({ agent: z.string(), party: z.string().nullable() });
+export const AccountRequest = z.strictObject({ id: AccountId, party: PartyId.optional() });
+export const UsageRequest = z.strictObject({ id: UsageId, currency: Currency, owner: PartyId.optional() });
+export const PolicyRequest = z.strictObject({ id: PolicyId, bundle: z.unknown().meta({ description: 'A rule bundle (see docs/policy-language.md).' }) });
+export const LifecycleRequest = z.strictObject({ comment: Comment.optional() });
+export const DryRunRequest = z.strictObject({ limit: z.number().int().min(1).max(10_000).optional() });
+export const DryRunReport = z.strictObject({
+  policy: z.string(),
+  bundle_hash: Sha256Hex,
+  evaluated: z.number().int(),
+  unchanged: z.number().int(),
+  decided_by_obligations: z.number().int(),
+  changed: z.array(z.strictObject({ transaction: z.string(), recorded: Verdict, would_be: Verdict, winning_rule: z.string(), basis: z.string().optional() })),
+});
+export const TransferRequest = z.strictObject({ to: z.string().min(1) });
+export const ClusterView = z.strictObject({
+  node: z.string(),
+  role: z.string(),
+  term: z.number().int(),
+  leader: z.string().nullable(),
+  commit_index: z.number().int(),
+  applied_index: z.number().int(),
+  members: z.array(z.strictObject({
+    id: z.string(), agent_url: z.string().nullable(), role: z.string(),
+    match_index: z.number().int().nullable(),
+  })),
+});
+export const DigestView = z.strictObject({ applied_index: z.number().int(), tick, digest: Sha256Hex, state_hash: Sha256Hex });
