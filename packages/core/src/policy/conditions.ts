@@ -101,8 +101,10 @@ function compare(c: CompiledCondition, v: Value): boolean | null {
     }
     case 'in':
     case 'not_in': {
-      const found = (r as Operand[]).some((x) => sameType(v, x) && x === v);
-      return found === (c.op === 'in');
+      // As for eq: a value of a type none of the items has cannot be compared.
+      const comparable = (r as Operand[]).filter((x) => sameType(v, x));
+      if (comparable.length === 0) return null;
+      return comparable.includes(v as Operand) === (c.op === 'in');
     }
     case 'prefix':
       return typeof v === 'string' ? v.startsWith(r as string) : null;
@@ -133,6 +135,10 @@ function show(v: Value): string {
   return typeof v === 'string' ? `"${v}"` : String(v);
 }
 
+function items(n: number): string {
+  return n === 1 ? '1 item' : `${n} items`;
+}
+
 function showRight(r: Operand | Operand[]): string {
   return Array.isArray(r) ? `[${r.map((x) => (typeof x === 'string' ? `"${x}"` : String(x))).join(', ')}]` : typeof r === 'string' ? `"${r}"` : String(r);
 }
@@ -140,7 +146,6 @@ function showRight(r: Operand | Operand[]): string {
 const OP_WORDS: Record<string, string> = {
   eq: 'equals', ne: 'differs from', lt: 'is below', lte: 'is at most', gt: 'exceeds', gte: 'is at least',
   in: 'is one of', not_in: 'is none of', prefix: 'starts with', contains: 'contains',
-  count_gte: 'has at least this many items:', count_lte: 'has at most this many items:',
 };
 
 /** Words for a condition that held, with the real figures. */
@@ -153,7 +158,7 @@ export function describeHeld(c: CompiledCondition, e: Evaluation, action: string
     if (c.op === 'gte') return `${subject} reaches the ${c.right} limit`;
     return `${subject} ${OP_WORDS[c.op]} ${showRight(c.right)}`;
   }
-  if (c.op === 'count_gte' || c.op === 'count_lte') return `${c.left} has ${e.count} items, ${c.op === 'count_gte' ? 'at least' : 'at most'} ${c.right}`;
+  if (c.op === 'count_gte' || c.op === 'count_lte') return `${c.left} has ${items(e.count)}, ${c.op === 'count_gte' ? 'at least' : 'at most'} ${c.right}`;
   return `${c.left} ${e.actual} ${OP_WORDS[c.op]} ${showRight(c.right)}`;
 }
 
@@ -161,6 +166,6 @@ export function describeHeld(c: CompiledCondition, e: Evaluation, action: string
 export function describeFailed(c: CompiledCondition, e: Evaluation): string {
   const left = c.left === 'amount' ? `amount in ${c.currency}` : c.left;
   if (e.holds === null) return `${left} could not be evaluated`;
-  if (c.op === 'count_gte' || c.op === 'count_lte') return `${left} has ${e.count} items, not ${c.op === 'count_gte' ? 'at least' : 'at most'} ${c.right}`;
+  if (c.op === 'count_gte' || c.op === 'count_lte') return `${left} has ${items(e.count)}, not ${c.op === 'count_gte' ? 'at least' : 'at most'} ${c.right}`;
   return `${left} ${e.actual} does not satisfy ${c.op} ${showRight(c.right)}`;
 }

@@ -4,7 +4,8 @@
  * The order is fixed, so the same intent and state give the same verdict on every
  * replica:
  *   1. an outstanding repair duty whose `blocks` match the action refuses it
- *      (RepairOutstandingRejected), unless the intent is that repair;
+ *      (RepairOutstandingRejected), unless the intent is a repair: it names a
+ *      repair duty the party owes, with that duty's action;
  *   2. a prohibition whose action matches and whose conditions hold refuses it
  *      (ForbiddenRejected); a condition that cannot be evaluated counts as holding;
  *   3. an intent that names an obligation (binding `obligation`) is judged by that
@@ -91,11 +92,20 @@ function prohibit(policy: { compiled: Policy['compiled'] }, facts: Facts): { for
   return { forbidden: null, checked };
 }
 
-/** The party's outstanding repair duty that blocks this action, if any (smallest id first). */
+/**
+ * The party's outstanding repair duty that blocks this action, if any (smallest id
+ * first). An intent that is a repair (it names a repair duty the party owes, with
+ * that duty's action) is blocked by none: a refund duty that blocks purchase.*
+ * must not stop the refund of another breached purchase, or two breaches would
+ * block each other's repair for good.
+ */
 function blockingRepair(state: State, facts: Facts, named: unknown): Obligation | null {
+  const owed = owedBy(state, facts.party);
+  const repair = owed.find((o) => o.id === named && o.repair_of !== null && matchesPattern(o.action, facts.action));
+  if (repair) return null;
   let found: Obligation | null = null;
-  for (const o of owedBy(state, facts.party)) {
-    if (o.repair_of === null || named === o.id) continue;
+  for (const o of owed) {
+    if (o.repair_of === null) continue;
     if (!o.blocks.some((p) => matchesPattern(p, facts.action))) continue;
     if (found === null || compareBytes(o.id, found.id) < 0) found = o;
   }
@@ -139,7 +149,8 @@ function judgeDischarge(state: State, facts: Facts, id: string): Omit<Judgement,
     return unmet(o.rule, `Obligation ${id} was already discharged at tick ${o.discharged_at_tick} by ${o.discharged_by}.`);
   }
   if (o.state === 'breached' && o.repair_of === null) {
-    return unmet(o.rule, `Obligation ${id} was breached at tick ${o.breached_at_tick}; its repair duties are owed instead.`);
+    const after = o.repair.length > 0 ? '; its repair duties are owed instead' : ' and can no longer be discharged';
+    return unmet(o.rule, `Obligation ${id} was breached at tick ${o.breached_at_tick}${after}.`);
   }
   if (!matchesPattern(o.action, facts.action)) {
     return unmet(o.rule, `Obligation ${id} is discharged by ${o.action}, not by ${facts.action}.`);
