@@ -9,7 +9,7 @@
  */
 import { compileBundle, bundleHash, type BundleIssue } from './policy/bundle.js';
 import { judgeByRules } from './policy/evaluate.js';
-import type { State, Verdict } from './state.js';
+import type { State, TransactionRecord, Verdict } from './state.js';
 
 export const DRY_RUN_LIMIT_MAX = 10_000;
 
@@ -33,7 +33,7 @@ export function dryRun(state: State, bundle: unknown, limit: number): { ok: true
   const compiled = compileBundle(bundle);
   if (!compiled.ok) return compiled;
   const draft = { id: '(draft)', compiled: compiled.bundle };
-  const records = [...state.transactions.values()].slice(-Math.min(limit, DRY_RUN_LIMIT_MAX));
+  const records = lastRecords(state, limit);
   const report: DryRunReport = { bundle_hash: bundleHash(bundle), evaluated: 0, unchanged: 0, decided_by_obligations: 0, changed: [] };
   for (const r of records) {
     const recorded = r.outcome.verdict;
@@ -56,4 +56,14 @@ export function dryRun(state: State, bundle: unknown, limit: number): { ok: true
     });
   }
   return { ok: true, report };
+}
+
+/**
+ * The last `limit` recorded intents, oldest first; `limit` is clamped to
+ * [0, DRY_RUN_LIMIT_MAX]. (A plain slice(-limit) would read 0 as "all of them".)
+ */
+function lastRecords(state: State, limit: number): TransactionRecord[] {
+  const n = Number.isNaN(limit) ? 0 : Math.max(0, Math.min(Math.floor(limit), DRY_RUN_LIMIT_MAX));
+  if (n === 0) return [];
+  return [...state.transactions.values()].slice(-n);
 }
