@@ -47,10 +47,11 @@ export function applyIntent(state: State, op: SubmitIntent, logIndex: number): R
   if (!pin.ok) return pin;
   const policy = pin.value;
 
-  if (isSingleCurrency(policy, op.action.action)) {
+  const single = singleCurrencyReason(policy, op.action.action);
+  if (single !== null) {
     const currencies = [...legTotals(op.entries).keys()];
     if (currencies.length > 1) {
-      return fail('multi_currency_mandate_charge', `A mandate charge moves one currency; this intent has legs in ${currencies.join(' and ')}.`);
+      return fail('multi_currency_mandate_charge', `${single}; this intent has legs in ${currencies.join(' and ')}.`);
     }
   }
   const postings = planPostings(state, party, op.entries);
@@ -113,10 +114,14 @@ export function checkPin(state: State, pinned: string): Result<Policy> {
   return ok(state.policies.get(active)!);
 }
 
-/** Mandate charges, and actions a rule of the policy marks single_currency, move one currency. */
-function isSingleCurrency(policy: Policy, action: string): boolean {
-  if (action === 'mandate.charge') return true;
-  return policy.compiled.rules.some((r) => r.single_currency && matchesPattern(r.action, action));
+/**
+ * Mandate charges, and actions a rule of the policy marks single_currency, move one
+ * currency: why this action must, in words, or null when it need not.
+ */
+function singleCurrencyReason(policy: Policy, action: string): string | null {
+  if (action === 'mandate.charge') return 'A mandate charge moves one currency';
+  const rule = policy.compiled.rules.find((r) => r.single_currency && matchesPattern(r.action, action));
+  return rule ? `Action ${action} moves one currency (rule ${rule.id} is single_currency)` : null;
 }
 
 function record(op: SubmitIntent, party: string, outcome: Outcome): TransactionRecord {
