@@ -79,16 +79,34 @@ t.test('a capability grants by exact name or by prefix, the most specific one is
   t.equal(verdictOf(h.run(intent(caps(['purchase.book.*'])))), 'capability_mapping');
 });
 
-t.test('every applied operation extends the hash chain, refusals included', async (t) => {
+t.test('what took effect extends the hash chain, judged refusals included; errors and replays do not', async (t) => {
   const h = Harness.bootstrap();
   const head = h.ledger.head;
-  const op = intent({ policy: 'pol_wrong' });
-  const a = h.run(op);
-  t.equal(a.entry_hash, chainLink(head, op, a.result));
+  const refused = intent({ transaction: 'txn_refused', action: { action: 'other.thing', bindings: {} } });
+  const a = h.run(refused);
+  t.equal(verdictOf(a), 'Permitted', 'PERMIT_ALL permits it');
+  t.equal(a.entry_hash, chainLink(head, refused, a.result));
   t.equal(h.ledger.head, a.entry_hash);
   const b = h.run(intent({ transaction: 'txn_chain' }));
   t.equal(h.ledger.state.transactions.get('txn_chain')!.entry_hash, b.entry_hash, 'the record keeps its link');
   t.equal(outcomeView(h.ledger.state.transactions.get('txn_chain')!).provenance.entry_hash, b.entry_hash);
+
+  const before = h.ledger.head;
+  for (const op of [intent({ policy: 'pol_wrong' }), intent({ transaction: 'txn_chain' }), intent({ minor: 0n, entries: [{ account: 'acc_cash_a', side: 'Debit', amount: { minor: 1n, currency: 'USD' } }] })]) {
+    const e = h.run(op);
+    t.equal(e.entry_hash, null, `${verdictOf(e)} leaves no link`);
+  }
+  t.equal(h.ledger.head, before, 'the digest is unchanged by errors and replays');
+  t.equal(h.ledger.applied, h.log.length, 'the applied index still advances');
+});
+
+t.test('a judged refusal is recorded and chained like a posting', async (t) => {
+  const h = Harness.bootstrap({ rules: [{ id: 'R-no', modality: 'prohibition', priority: 1, match: { action: '*' }, basis: 'Nothing today' }] });
+  const head = h.ledger.head;
+  const a = h.run(intent({ transaction: 'txn_no' }));
+  t.equal(verdictOf(a), 'ForbiddenRejected');
+  t.not(a.entry_hash, null);
+  t.not(h.ledger.head, head);
 });
 
 t.test('the chain starts at the genesis hash and log indexes must increase', async (t) => {

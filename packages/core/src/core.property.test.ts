@@ -2,7 +2,8 @@
 // foreign and house accounts, usage moves near the 128-bit bounds, ticks, policy
 // changes). They prove: conservation and the usage chain are never broken; a refusal
 // before judgement changes nothing; a recorded refusal changes nothing but its
-// record; replaying the log gives the same state hash and digest; snapshot, restore
+// record; errors and replays leave the digest unchanged; replaying the log gives the
+// same state hash and digest; snapshot, restore
 // and continue equals running straight through; `posted` holds iff `Permitted`.
 import t from 'tap';
 import fc from 'fast-check';
@@ -109,6 +110,7 @@ const reached = new Map<string, number>();
 
 function check(h: Harness, op: Operation): Applied {
   const before = stateHash(h.ledger.state);
+  const head = h.ledger.head;
   const a = h.run(op);
   if (!conservation(h.ledger)) throw new Error('conservation broken');
   for (const u of h.ledger.state.usages.values()) if (!chainHolds(u)) throw new Error(`chain broken on ${u.id}`);
@@ -117,10 +119,11 @@ function check(h: Harness, op: Operation): Applied {
   reached.set(label, (reached.get(label) ?? 0) + 1);
   if (!a.result.ok) {
     if (stateHash(h.ledger.state) !== before) throw new Error(`refusal ${a.result.error.error} changed the state`);
+    if (h.ledger.head !== head) throw new Error(`refusal ${a.result.error.error} changed the digest`);
     return a;
   }
   const v = a.result.value as { kind?: string; outcome?: { verdict: string; posted: boolean; transaction: string } };
-  if (v.kind === 'replayed' && stateHash(h.ledger.state) !== before) throw new Error('replay changed the state');
+  if (v.kind === 'replayed' && (stateHash(h.ledger.state) !== before || h.ledger.head !== head)) throw new Error('replay changed the state or the digest');
   if (v.kind === 'recorded') {
     const o = v.outcome!;
     if (o.posted !== (o.verdict === 'Permitted')) throw new Error('posted iff Permitted broken');

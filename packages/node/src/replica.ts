@@ -7,9 +7,9 @@
  * committed entries, serve reads, advance. Proposals that arrive while a write is on
  * the disk wait for the next Ready, so many proposals share one fsync.
  *
- * Every applied operation is also written to the journal, a LevelDB store of
- * `{index, op, result, entry_hash}` records that is never compacted: it is what
- * `GET /admin/v1/log/export` serves to auditors. The journal is synced before the Raft
+ * Every operation that took effect (that extended the hash chain) is also written
+ * to the journal, a LevelDB store of `{index, op, result, entry_hash}` records that
+ * is never compacted: it is what `GET /admin/v1/log/export` serves to auditors. The journal is synced before the Raft
  * log is compacted past it; after a crash, entries it lost are re-applied from the
  * Raft log and written again, with the same bytes.
  */
@@ -285,7 +285,9 @@ export class Replica {
       const decoded = decodeOperation(e.data);
       if (!decoded.ok) throw new Error(`log entry ${e.index} is not an operation: ${JSON.stringify(decoded.issues)}`);
       const applied = apply(this.ledger, e.index, decoded.value);
-      journal.push({ type: 'put', key: JOURNAL_KEY(e.index), value: canonicalJson({ index: e.index, op: decoded.value, result: applied.result, entry_hash: applied.entry_hash }) });
+      if (applied.entry_hash !== null) {
+        journal.push({ type: 'put', key: JOURNAL_KEY(e.index), value: canonicalJson({ index: e.index, op: decoded.value, result: applied.result, entry_hash: applied.entry_hash }) });
+      }
       this.opts.metrics.entriesApplied.inc();
       if (decoded.value.type === 'SubmitIntent') this.opts.metrics.intents.inc({ outcome: outcomeLabel(applied) });
       this.settle(e, applied);
