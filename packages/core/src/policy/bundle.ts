@@ -37,7 +37,7 @@ const DutyId = z.string().regex(/^[A-Za-z][A-Za-z0-9.:-]{0,63}$/, 'must be an ob
 const Condition = z.strictObject({
   left: z.string().max(80),
   op: z.enum(OPERATORS, { error: (iss) => `${JSON.stringify(iss.input)} is not an operator (one of ${OPERATORS.join(', ')})` }),
-  right: z.union([Scalar, z.array(Scalar).min(1).max(256)]).optional(),
+  right: z.union([Scalar, z.array(Scalar).min(1, 'must list at least one value').max(256, 'must list at most 256 values')]).optional(),
   currency: Currency.optional(),
 });
 
@@ -70,7 +70,7 @@ const Rule = z.strictObject({
 
 export const BundleSchema = z.strictObject({
   description: z.string().max(4096).optional(),
-  rules: z.array(Rule).min(1, 'a bundle has at least one rule').max(RULES_COUNT_MAX),
+  rules: z.array(Rule).min(1, 'must hold at least one rule').max(RULES_COUNT_MAX, `must hold at most ${RULES_COUNT_MAX} rules`),
 });
 type AuthoredBundle = z.output<typeof BundleSchema>;
 type AuthoredCondition = z.output<typeof Condition>;
@@ -210,7 +210,7 @@ function nameSchemaIssue(issue: BundleIssue, input: unknown): BundleIssue {
   const named = /^\d*$/.test(field) ? '' : `${field} `;
   // A missing field is reported as such, whatever the field's own schema would say.
   const what = valueAt(input, issue.path) === undefined && named !== '' ? 'is required' : issue.message;
-  const who = subject(input, issue.path);
+  const who = issue.path === '' ? 'the bundle' : subject(input, issue.path);
   return { path: issue.path, message: who === null ? `${named}${what}` : `${who}: ${named}${what}` };
 }
 

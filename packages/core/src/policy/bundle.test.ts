@@ -1,0 +1,141 @@
+// Proves the drafting side of the policy language: a bundle's content hash is the
+// SHA-256 of its RFC 8785 canonical form and does not depend on the key order it
+// was authored in; compiled rules are in winning order whatever the authored order;
+// integers may be written as JSON integers or strings of digits; every draft-time
+// mistake is an issue that names its rule (and obligation and repair duty) and its
+// field, never an exception inside the state machine.
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import { parseJson } from '../json.js';
+import { stateHash } from '../snapshot.js';
+import { AUTHOR, Harness } from '../testing.js';
+import { bundleHash, compareBytes, compileBundle, type CompiledBundle } from './bundle.js';
+
+const rule = (over: Record<string, unknown> = {}) => ({
+  id: 'R-x', modality: 'permission', priority: 100, match: { action: 'purchase.*' }, basis: 'b', ...over,
+});
+
+function compiled(bundle: unknown): CompiledBundle {
+  const c = compileBundle(bundle);
+  if (!c.ok) throw new Error(JSON.stringify(c.issues));
+  return c.bundle;
+}
+
+function issues(bundle: unknown): string[] {
+  const c = compileBundle(bundle);
+  return c.ok ? [] : c.issues.map((i) => `${i.path}: ${i.message}`);
+}
+
+t.test('the content hash is sha256 of the RFC 8785 canonical form, written out by hand', async (t) => {
+  const authored = parseJson(`{"rules": [{"id": "R-cap", "modality": "prohibition", "priority": 10,
+    "match": {"action": "purchase.*"},
+    "when": [{"left": "amount", "op": "gt", "right": 500000, "currency": "USD"}],
+    "basis": "Purchases above 5,000.00 USD are forbidden"}], "description": "caps"}`);
+  const canonical = '{"description":"caps","rules":[{"basis":"Purchases above 5,000.00 USD are forbidden","id":"R-cap",'
+    + '"match":{"action":"purchase.*"},"modality":"prohibition","priority":10,'
+    + '"when":[{"currency":"USD","left":"amount","op":"gt","right":500000}]}]}';
+  t.equal(bundleHash(authored), createHash('sha256').update(canonical, 'utf8').digest('hex'));
+});
+
+t.test('key order at any depth does not change the hash; rule order does, the compiled order does not', async (t) => {
+  const a = parseJson('{"rules": [{"id": "R-a", "modality": "permission", "priority": 1, "match": {"action": "*"}, "when": [{"left": "tick", "op": "gte", "right": 2}], "basis": "x"}, {"id": "R-b", "modality": "permission", "priority": 1, "match": {"action": "*"}, "basis": "y"}]}');
+  const b = parseJson('{"rules": [{"basis": "x", "when": [{"right": 2, "op": "gte", "left": "tick"}], "match": {"action": "*"}, "priority": 1, "modality": "permission", "id": "R-a"}, {"priority": 1, "basis": "y", "match": {"action": "*"}, "id": "R-b", "modality": "permission"}]}');
+  t.equal(bundleHash(a), bundleHash(b));
+  const reordered = { rules: [...(a as { rules: unknown[] }).rules].reverse() };
+  t.not(bundleHash(reordered), bundleHash(a), 'the rules are a list: their order is content');
+  t.same(compiled(reordered), compiled(a), 'but the evaluator reads them in winning order either way');
+});
+
+t.test('a drafted policy records the content hash of its bundle as authored', async (t) => {
+  const h = Harness.bootstrap();
+  const bundle = { rules: [rule({ when: [{ left: 'amount', op: 'lte', right: '1000', currency: 'USD' }] })] };
+  const a = h.admin('DraftPolicy', { id: 'pol_2', bundle }, AUTHOR);
+  t.ok(a.result.ok);
+  t.equal(h.ledger.state.policies.get('pol_2')!.bundle_hash, bundleHash(bundle));
+  t.not(bundleHash(bundle), bundleHash({ rules: [rule({ when: [{ left: 'amount', op: 'lte', right: 1000, currency: 'USD' }] })] }),
+    'a digit string and an integer are different authored content, though they compile alike');
+});
+
+t.test('rules compile in winning order: priority, then more conditions, then smaller id by bytes', async (t) => {
+  const c = compiled({ rules: [
+    rule({ id: 'R-a', priority: 5 }),
+    rule({ id: 'R-Z', priority: 5 }),
+    rule({ id: 'R-more', priority: 5, when: [{ left: 'tick', op: 'gte', right: 0 }] }),
+    rule({ id: 'R-first', priority: 1 }),
+    rule({ id: 'R-no', modality: 'prohibition', priority: 3 }),
+  ] });
+  t.same(c.rules.map((r) => r.id), ['R-first', 'R-no', 'R-more', 'R-Z', 'R-a']);
+  t.ok(compareBytes('R-Z', 'R-a') < 0, 'Z (0x5A) sorts before a (0x61) by bytes');
+  t.ok(compareBytes('é', 'z') > 0, 'and by UTF-8 bytes, not by a locale');
+});
+
+t.test('integers may be written as JSON integers or strings of digits, up to 128 bits', async (t) => {
+  const right = (r: unknown, left = 'amount') => compiled({ rules: [rule({ when: [{ left, op: 'gt', right: r, ...(left === 'amount' ? { currency: 'USD' } : {}) }] })] }).rules[0]!.when[0]!.right;
+  t.equal(right(500000), 500000n);
+  t.equal(right('500000'), 500000n);
+  t.equal(right('-7', 'tick'), -7n);
+  t.equal(right(parseJson('340282366920938463463374607431768211455')), (1n << 128n) - 1n);
+  t.equal(right('340282366920938463463374607431768211455'), (1n << 128n) - 1n);
+  t.equal(right('5', 'bindings.quantity'), 5n, 'an ordering on a binding reads digits as an integer');
+  const eq = compiled({ rules: [rule({ when: [{ left: 'bindings.code', op: 'eq', right: '5' }, { left: 'bindings.n', op: 'in', right: [5, 'five', true] }] })] }).rules[0]!.when;
+  t.equal(eq[0]!.right, '5', 'eq on a binding keeps a string a string');
+  t.same(eq[1]!.right, [5n, 'five', true]);
+  t.same(issues({ rules: [rule({ when: [{ left: 'amount', op: 'gt', right: 1e21, currency: 'USD' }] })] }),
+    ['rules.0.when.0.right: rule R-x: gt on amount needs an integer (or a string of digits) as right'],
+    'a number JSON cannot carry exactly is refused, not rounded');
+});
+
+t.test('every draft-time mistake names the rule and the field', async (t) => {
+  const cases: [string, unknown, string[]][] = [
+    ['unknown operator', { rules: [rule({ when: [{ left: 'tick', op: 'after', right: 1 }] })] },
+      ['rules.0.when.0.op: rule R-x: op "after" is not an operator (one of eq, ne, lt, lte, gt, gte, in, not_in, prefix, contains, count_gte, count_lte)']],
+    ['unknown field', { rules: [rule({ priorty: 1 })] }, ['rules.0: rule R-x: unknown field "priorty"']],
+    ['duplicate rule id', { rules: [rule(), rule({ priority: 1 })] }, ['rules.1.id: rule R-x: duplicate rule id R-x']],
+    ['repair duty with no deadline', { rules: [rule({ obligations: [{ id: 'O-r', action: 'receipt.attach', deadline_ticks: 2, repair: [{ id: 'D-f', action: 'purchase.refund' }] }] })] },
+      ['rules.0.obligations.0.repair.0.deadline_ticks: rule R-x, obligation O-r, repair duty D-f: deadline_ticks is required']],
+    ['obligation with no deadline', { rules: [rule({ obligations: [{ id: 'O-r', action: 'receipt.attach' }] })] },
+      ['rules.0.obligations.0.deadline_ticks: rule R-x, obligation O-r: deadline_ticks is required']],
+    ['a value the evaluator cannot read', { rules: [rule({ when: [{ left: 'usage.total', op: 'gt', right: 1 }] })] },
+      ['rules.0.when.0.left: rule R-x: the evaluator cannot read "usage.total" (it reads amount, currency, accounts, evidence, party, agent, action, tick, usage.consume, usage.meter, usage.bill, usage.balance and bindings.<name>)']],
+    ['an operator that does not fit', { rules: [rule({ when: [{ left: 'evidence', op: 'eq', right: 'x' }] })] },
+      ['rules.0.when.0.op: rule R-x: operator eq does not apply to evidence (use contains, in, not_in, count_gte, count_lte)']],
+    ['amount without currency', { rules: [rule({ when: [{ left: 'amount', op: 'gt', right: 1 }] })] },
+      ['rules.0.when.0.currency: rule R-x: a condition on amount names its currency']],
+    ['obligations on a prohibition', { rules: [rule({ modality: 'prohibition', obligations: [{ id: 'O-r', action: 'a.b', deadline_ticks: 1 }] })] },
+      ['rules.0.obligations: rule R-x: a prohibition imposes no obligations']],
+    ['reserved rule id', { rules: [rule({ id: 'default-deny' })] }, ['rules.0.id: rule default-deny: the id default-deny is reserved']],
+    ['a condition of a repair duty', { rules: [rule({ obligations: [{ id: 'O-r', action: 'receipt.attach', deadline_ticks: 2, repair: [{ id: 'D-f', action: 'purchase.refund', deadline_ticks: 1, discharge_when: [{ left: 'party', op: 'gt', right: 1 }] }] }] })] },
+      ['rules.0.obligations.0.repair.0.discharge_when.0.op: rule R-x, obligation O-r, repair duty D-f: operator gt does not apply to party (use eq, ne, in, not_in, prefix)']],
+    ['duplicate repair duty id', { rules: [rule({ obligations: [{ id: 'O-r', action: 'receipt.attach', deadline_ticks: 2, repair: [{ id: 'D-f', action: 'a.b', deadline_ticks: 1 }, { id: 'D-f', action: 'a.c', deadline_ticks: 1 }] }] })] },
+      ['rules.0.obligations.0.repair.1.id: rule R-x, obligation O-r, repair duty D-f: duplicate repair duty id D-f']],
+    ['an obligation id with the separator of obligation ids', { rules: [rule({ obligations: [{ id: 'O_r', action: 'a.b', deadline_ticks: 1 }] })] },
+      ['rules.0.obligations.0.id: rule R-x, obligation O_r: id must be an obligation id (a letter, then letters, digits or . : -; no _)']],
+    ['a rule without an id is named by its position', { rules: [{ modality: 'permission', priority: 1, match: { action: '*' }, basis: 'b' }] },
+      ['rules.0.id: rule #0: id is required']],
+    ['an empty in list', { rules: [rule({ when: [{ left: 'party', op: 'in', right: [] }] })] },
+      ['rules.0.when.0.right: rule R-x: right must list at least one value']],
+    ['no rules at all', { rules: [] }, ['rules: rules must hold at least one rule']],
+    ['too many rules', { rules: Array.from({ length: 257 }, (_, i) => rule({ id: `R-${i}` })) }, ['rules: rules must hold at most 256 rules']],
+    ['a bundle that is not an object', 'permit everything', [': the bundle: must be an object']],
+  ];
+  for (const [what, bundle, want] of cases) t.same(issues(bundle), want, what);
+});
+
+t.test('a bundle that would have thrown while compiling is an issue, and drafting it records nothing', async (t) => {
+  const h = Harness.bootstrap();
+  const cases: unknown[] = [
+    { left: 'constructor', op: 'eq', right: 'x' },
+    { left: 'toString', op: 'eq', right: 'x' },
+    { left: '__proto__', op: 'eq', right: 'x' },
+    { left: 'hasOwnProperty', op: 'in', right: ['x'] },
+    { left: 'bindings.quantity', op: 'eq', right: 1.5 },
+    { left: 'bindings.quantity', op: 'in', right: [1, 2.5] },
+    { left: 'bindings.quantity', op: 'ne' },
+  ];
+  for (const [k, condition] of cases.entries()) {
+    const before = stateHash(h.ledger.state);
+    const a = h.admin('DraftPolicy', { id: `pol_bad${k}`, bundle: { rules: [rule({ modality: 'prohibition', when: [condition] })] } }, AUTHOR);
+    t.equal(a.result.ok ? 'ok' : a.result.error.error, 'invalid_policy', JSON.stringify(condition));
+    t.equal(stateHash(h.ledger.state), before);
+  }
+});
