@@ -74,6 +74,16 @@ export class MemoryLogStore implements LogStore {
     return (s.snapshot?.meta.index ?? 0) + s.entries.length;
   }
 
+  /**
+   * durableTerm is the term of the durable entry at `index`, 'snapshot' when the durable
+   * snapshot covers it, or undefined when the disk does not hold it. For checkers.
+   */
+  durableTerm(index: number): number | 'snapshot' | undefined {
+    const offset = this.durable.snapshot?.meta.index ?? 0;
+    if (index <= offset) return 'snapshot';
+    return this.durable.entries[index - offset - 1]?.term;
+  }
+
   load(): Promise<Boot> {
     return Promise.resolve(this.loadSync());
   }

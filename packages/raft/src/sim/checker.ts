@@ -1,0 +1,264 @@
+// The simulator's safety checkers. They run after every simulation step over every live
+// node's in-memory state and every node's durable disk, and throw a Violation naming the
+// property that broke:
+//
+// - electionSafety: at most one leader per term (Raft §5.2).
+// - logMatching: an (index, term) pair names one entry, with one predecessor term, in
+//   every log; within a log, terms never decrease (§5.3).
+// - leaderCompleteness: a leader of term T holds every entry committed in a term < T (§5.4).
+// - stateMachineSafety: every node applies the same entry at an index, in index order,
+//   reaching the same state; committed entries never differ between nodes (§5.4.3).
+// - durability: an acknowledged proposal stays on a quorum of disks (log or snapshot),
+//   so no crash can lose it.
+// - linearizableRead: a ReadIndex answer is at least the highest index acknowledged to
+//   a client before the read was asked.
+// Liveness is checked by the simulation itself once faults heal.
+import type { RawNode } from '../rawnode.js';
+import type { MemoryLogStore } from '../storage.js';
+import type { Entry, NodeId, ReadState } from '../types.js';
+
+export const CHECKERS = [
+  'electionSafety',
+  'logMatching',
+  'leaderCompleteness',
+  'stateMachineSafety',
+  'durability',
+  'linearizableRead',
+  'liveness',
+  'assertion',
+] as const;
+
+export type CheckerName = (typeof CHECKERS)[number];
+
+export class Violation extends Error {
+  override name = 'Violation';
+  constructor(
+    readonly checker: CheckerName,
+    message: string,
+  ) {
+    super(`${checker}: ${message}`);
+  }
+}
+
+export interface NodeView {
+  id: NodeId;
+  /** null while the node is down. */
+  node: RawNode | null;
+  disk: MemoryLogStore;
+}
+
+/** entryKey identifies an entry's content: its term and data. */
+export function entryKey(e: Entry): string {
+  return `${e.term}:${String.fromCharCode(...e.data)}`;
+}
+
+/** Shadow is what the checker last saw of one node's incarnation. */
+interface Shadow {
+  /** seen[i] is the Entry object last seen at index i; a different object means a new entry. */
+  seen: (Entry | undefined)[];
+  /** commitSeen: committed entries up to here were recorded. */
+  commitSeen: number;
+}
+
+export class Checker {
+  /** leaders.get(term) is the one node that led in term. */
+  private readonly leaders = new Map<number, NodeId>();
+  /** entries.get("i:t") is the content and predecessor term of the entry (i, t). */
+  private readonly entries = new Map<string, { key: string; prevTerm: number }>();
+  /** committed[i] is the key of the entry committed at i. */
+  private readonly committed: (string | undefined)[] = [];
+  /** commitFrontier.get(T) is the highest index first seen committed by a node in term T. */
+  private readonly commitFrontier = new Map<number, number>();
+  private readonly applied: (string | undefined)[] = [];
+  private readonly appliedState: (number | undefined)[] = [];
+  private readonly acked: (string | undefined)[] = [];
+  /** maxAcked is the highest index acknowledged to a client. */
+  maxAcked = 0;
+  private maxAckedTerm = 0;
+  /** reads asked and not yet answered: context -> maxAcked when asked. */
+  private readonly reads = new Map<string, number>();
+  private readonly shadows = new Map<NodeId, Shadow>();
+  /** checks counts how many times each checker ran. */
+  readonly checks: Record<CheckerName, number> = Object.fromEntries(
+    CHECKERS.map((c) => [c, 0]),
+  ) as Record<CheckerName, number>;
+
+  constructor(private readonly quorum: number) {}
+
+  /** resetNode forgets what was seen of a node's memory (it crashed or restarted). */
+  resetNode(id: NodeId): void {
+    this.shadows.delete(id);
+  }
+
+  afterStep(views: readonly NodeView[]): void {
+    for (const v of views) {
+      if (v.node === null) continue;
+      this.checkLeader(v.id, v.node);
+      this.checkLog(v.id, v.node);
+      this.checkCommitted(v.id, v.node);
+    }
+    this.checkDurability(views);
+  }
+
+  private checkLeader(id: NodeId, node: RawNode): void {
+    const r = node.raft;
+    if (r.role !== 'leader') return;
+    this.checks.electionSafety++;
+    const other = this.leaders.get(r.term);
+    if (other === undefined) this.leaders.set(r.term, id);
+    else if (other !== id) throw new Violation('electionSafety', `${other} and ${id} both lead term ${r.term}`);
+    this.checkCompleteness(id, node);
+  }
+
+  /** checkLog inspects only entries that changed since the last step (new Entry objects). */
+  private checkLog(id: NodeId, node: RawNode): void {
+    this.checks.logMatching++;
+    const log = node.raft.log;
+    let sh = this.shadows.get(id);
+    if (sh === undefined) {
+      sh = { seen: [], commitSeen: 0 };
+      this.shadows.set(id, sh);
+    }
+    const off = log.offset;
+    const last = log.lastIndex();
+    let k = last;
+    for (; k > off; k--) {
+      const e = log.entries[k - off - 1] as Entry;
+      if (sh.seen[k] === e) break;
+      const prevTerm = k - 1 === off ? log.offsetTerm : (log.entries[k - off - 2] as Entry).term;
+      this.checkEntry(id, k, e, prevTerm, node.raft.term);
+    }
+    for (let j = k + 1; j <= last; j++) sh.seen[j] = log.entries[j - off - 1];
+    sh.seen.length = last + 1;
+  }
+
+  private checkEntry(id: NodeId, index: number, e: Entry, prevTerm: number, term: number): void {
+    if (e.index !== index) throw new Violation('logMatching', `${id} holds entry ${e.index} at index ${index}`);
+    if (e.term < prevTerm) throw new Violation('logMatching', `${id}: term ${e.term} at ${index} follows term ${prevTerm}`);
+    if (e.term > term) throw new Violation('logMatching', `${id}: entry of term ${e.term} at ${index} in term ${term}`);
+    const at = `${index}:${e.term}`;
+    const key = entryKey(e);
+    const known = this.entries.get(at);
+    if (known === undefined) {
+      this.entries.set(at, { key, prevTerm });
+    } else if (known.key !== key) {
+      throw new Violation('logMatching', `${id}: two different entries of term ${e.term} at index ${index}`);
+    } else if (known.prevTerm !== prevTerm) {
+      throw new Violation('logMatching', `${id}: entry (${index}, ${e.term}) follows term ${prevTerm}, elsewhere ${known.prevTerm}`);
+    }
+  }
+
+  private checkCommitted(id: NodeId, node: RawNode): void {
+    const r = node.raft;
+    const log = r.log;
+    const sh = this.shadows.get(id) as Shadow;
+    for (let i = Math.max(sh.commitSeen, log.offset) + 1; i <= log.committed; i++) {
+      const key = entryKey(log.entry(i) as Entry);
+      const known = this.committed[i];
+      if (known === undefined) {
+        this.committed[i] = key;
+        this.commitFrontier.set(r.term, Math.max(this.commitFrontier.get(r.term) ?? 0, i));
+      } else if (known !== key) {
+        throw new Violation('stateMachineSafety', `${id} commits ${key} at ${i}, elsewhere ${known} is committed`);
+      }
+    }
+    sh.commitSeen = log.committed;
+  }
+
+  /** A leader of term T must hold every entry committed in an earlier term. */
+  private checkCompleteness(id: NodeId, node: RawNode): void {
+    this.checks.leaderCompleteness++;
+    const r = node.raft;
+    let bound = 0;
+    for (const [term, index] of this.commitFrontier) if (term < r.term && index > bound) bound = index;
+    if (bound === 0) return;
+    const log = r.log;
+    if (log.lastIndex() < bound) {
+      throw new Violation('leaderCompleteness', `${id} leads term ${r.term} with last index ${log.lastIndex()}, but ${bound} is committed`);
+    }
+    if (bound <= log.offset) return;
+    const key = entryKey(log.entry(bound) as Entry);
+    if (key !== this.committed[bound]) {
+      throw new Violation('leaderCompleteness', `${id} leads term ${r.term} with ${key} at ${bound}, but ${this.committed[bound]} is committed`);
+    }
+  }
+
+  /** onApply records that `id` applied `e`, reaching state `state`. */
+  onApply(id: NodeId, e: Entry, state: number): void {
+    this.checks.stateMachineSafety++;
+    const key = entryKey(e);
+    const known = this.applied[e.index];
+    if (known === undefined) {
+      this.applied[e.index] = key;
+      this.appliedState[e.index] = state;
+    } else if (known !== key) {
+      throw new Violation('stateMachineSafety', `${id} applies ${key} at ${e.index}, another node applied ${known}`);
+    } else if (this.appliedState[e.index] !== state) {
+      throw new Violation('stateMachineSafety', `${id} reaches a different state after applying ${e.index}`);
+    }
+    const committed = this.committed[e.index];
+    if (committed !== undefined && committed !== key) {
+      throw new Violation('stateMachineSafety', `${id} applies ${key} at ${e.index}, but ${committed} is committed`);
+    }
+  }
+
+  /** onRestore records that `id` restored a snapshot of state `state` at `index`. */
+  onRestore(id: NodeId, index: number, state: number): void {
+    this.checks.stateMachineSafety++;
+    const known = this.appliedState[index];
+    if (known !== undefined && known !== state) {
+      throw new Violation('stateMachineSafety', `${id} restores a snapshot at ${index} whose state differs from what was applied`);
+    }
+    this.appliedState[index] = state;
+  }
+
+  /** onAck records that a proposal was answered "committed" to its client. */
+  onAck(e: Entry): void {
+    this.acked[e.index] = entryKey(e);
+    if (e.index > this.maxAcked) {
+      this.maxAcked = e.index;
+      this.maxAckedTerm = e.term;
+    }
+  }
+
+  private checkDurability(views: readonly NodeView[]): void {
+    if (this.maxAcked === 0) return;
+    this.checks.durability++;
+    let holders = 0;
+    for (const v of views) {
+      const t = v.disk.durableTerm(this.maxAcked);
+      if (t === 'snapshot' || t === this.maxAckedTerm) holders++;
+    }
+    if (holders < this.quorum) {
+      throw new Violation('durability', `acknowledged entry ${this.maxAcked} is durable on ${holders} disks, fewer than a quorum`);
+    }
+  }
+
+  onReadAsked(context: string): void {
+    this.reads.set(context, this.maxAcked);
+  }
+
+  onReadAnswered(id: NodeId, rs: ReadState): void {
+    this.checks.linearizableRead++;
+    const context = String.fromCharCode(...rs.context);
+    const floor = this.reads.get(context);
+    if (floor === undefined) return;
+    this.reads.delete(context);
+    if (rs.index < floor) {
+      throw new Violation('linearizableRead', `${id} answers read ${context} at ${rs.index}, but ${floor} was acknowledged before it was asked`);
+    }
+  }
+
+  /** checkAckedApplied: at the end every acknowledged entry is what was applied at its index. */
+  checkAckedApplied(): void {
+    this.acked.forEach((key, i) => {
+      if (key !== undefined && this.applied[i] !== key) {
+        throw new Violation('durability', `acknowledged ${key} at ${i} was lost: ${this.applied[i] ?? 'nothing'} applied there`);
+      }
+    });
+  }
+
+  appliedKey(index: number): string | undefined {
+    return this.applied[index];
+  }
+}

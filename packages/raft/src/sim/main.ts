@@ -1,0 +1,97 @@
+// The simulator's command line.
+//
+//   npm run sim -- --seeds N [--from S]   run seeds S..S+N-1 (S defaults to 1); print failing seeds
+//   npm run sim -- --seed S [--trace]     replay one seed; print its trace hash (and the trace)
+//   npm run sim                           print the usage
+//
+// Options: --no-faults (no network faults, crashes or restarts), --ticks T (fault phase length).
+// Exit status 1 when any seed fails.
+import { pathToFileURL } from 'node:url';
+import { runSimulation, type SimOptions, type SimResult } from './simulation.js';
+
+interface Args {
+  seed: number | null;
+  seeds: number;
+  from: number;
+  trace: boolean;
+  faults: boolean;
+  ticks: number | undefined;
+}
+
+class UsageError extends Error {}
+
+const USAGE = 'usage: sim --seeds N [--from S] | --seed S [--trace]  [--no-faults] [--ticks T]';
+
+function parse(argv: string[]): Args {
+  const args: Args = { seed: null, seeds: 100, from: 1, trace: false, faults: true, ticks: undefined };
+  for (let k = 0; k < argv.length; k++) {
+    const a = argv[k];
+    const value = (): number => {
+      const v = Number(argv[++k]);
+      if (!Number.isSafeInteger(v) || v < 0) throw new UsageError(`${a} needs a non-negative integer`);
+      return v;
+    };
+    if (a === '--seed') args.seed = value();
+    else if (a === '--seeds') args.seeds = value();
+    else if (a === '--from') args.from = value();
+    else if (a === '--ticks') args.ticks = value();
+    else if (a === '--trace') args.trace = true;
+    else if (a === '--no-faults') args.faults = false;
+    else throw new UsageError(`unknown argument ${a}`);
+  }
+  return args;
+}
+
+function options(a: Args, seed: number): SimOptions {
+  const o: SimOptions = { seed, faults: a.faults };
+  if (a.ticks !== undefined) o.faultTicks = a.ticks;
+  return o;
+}
+
+export function describeResult(r: SimResult): string {
+  const v = r.violation === null ? 'ok' : `FAIL at t=${r.violation.time} ${r.violation.message}`;
+  return `seed ${r.seed}: ${v} (nodes ${r.nodes}, events ${r.events}, commit ${r.commit}, acked ${r.acked}, crashes ${r.crashes}, max term ${r.maxTerm}, recovery ${r.recoveryTicks} ticks)`;
+}
+
+/** runCli runs the simulator as the command line would, printing through `print`; returns the exit status. */
+export function runCli(argv: string[], print: (line: string) => void): number {
+  if (argv.length === 0) {
+    print(USAGE);
+    return 0;
+  }
+  let a: Args;
+  try {
+    a = parse(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    print(`sim: ${err.message}\n${USAGE}`);
+    return 2;
+  }
+  if (a.seed !== null) {
+    const o = options(a, a.seed);
+    if (a.trace) o.onTrace = print;
+    const r = runSimulation(o);
+    print(describeResult(r));
+    print(`trace sha256 ${r.traceHash}`);
+    return r.ok ? 0 : 1;
+  }
+  const started = process.hrtime.bigint();
+  const failed: SimResult[] = [];
+  let events = 0;
+  for (let s = a.from; s < a.from + a.seeds; s++) {
+    const r = runSimulation(options(a, s));
+    events += r.events;
+    if (!r.ok) {
+      failed.push(r);
+      print(describeResult(r));
+    }
+  }
+  const secs = Number(process.hrtime.bigint() - started) / 1e9;
+  const list = failed.length === 0 ? '' : `; failing seeds: ${failed.map((r) => r.seed).join(' ')}`;
+  print(`sim: ${a.seeds} seeds from ${a.from}, ${a.seeds - failed.length} passed, ${failed.length} failed, ${events} events, ${secs.toFixed(1)}s${list}`);
+  return failed.length === 0 ? 0 : 1;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = runCli(process.argv.slice(2), (line) => console.log(line));
+}

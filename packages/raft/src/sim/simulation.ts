@@ -1,0 +1,666 @@
+// A deterministic simulation of a Raft group in one process. One seed chooses the group
+// (3 or 5 nodes, pre-vote, check-quorum, flow-control limits, compaction interval) and
+// drives every event: ticks, message delivery over a faulty network (drop, delay,
+// reorder, duplicate, symmetric and one-way partitions), disk writes that take time,
+// crashes that lose unsynced writes and in-flight saves, restarts, client proposals,
+// reads and leadership transfers. Each node runs the caller's loop the way a server
+// would: persist the Ready (the save takes simulated time, during which the node keeps
+// receiving messages and ticks), then send, then apply, then advance.
+//
+// The checkers run after every event. When the fault phase ends the network heals and
+// every node restarts; then a leader must emerge and a new proposal must be applied on
+// every node within a bound (liveness).
+import { createHash, type Hash } from 'node:crypto';
+import { RaftInvariantError } from '../assert.js';
+import { RawNode } from '../rawnode.js';
+import { MemoryLogStore } from '../storage.js';
+import type { Boot, Config, Entry, Message, NodeId, Ready, Snapshot } from '../types.js';
+import { Checker, entryKey, Violation, type CheckerName } from './checker.js';
+import { Prng } from './prng.js';
+
+export type NodeFactory = (config: Config, boot: Boot) => RawNode;
+
+export interface SimOptions {
+  seed: number;
+  /** inject network faults, crashes and restarts (default true). */
+  faults?: boolean;
+  /** length of the fault phase in ticks (default 1000). */
+  faultTicks?: number;
+  /** after healing, a leader must commit a new proposal on every node within this many ticks (default 300). */
+  livenessTicks?: number;
+  /** builds nodes; tests pass deliberately broken variants. */
+  factory?: NodeFactory;
+  /** a deliberately broken driver that sends a Ready's messages before persisting it. */
+  sendBeforePersist?: boolean;
+  /** receives every trace line. */
+  onTrace?: (line: string) => void;
+}
+
+export interface SimResult {
+  seed: number;
+  ok: boolean;
+  violation: { checker: CheckerName; message: string; time: number } | null;
+  /** sha256 over the event trace: equal for equal seeds. */
+  traceHash: string;
+  events: number;
+  /** highest commit index reached. */
+  commit: number;
+  acked: number;
+  crashes: number;
+  maxTerm: number;
+  nodes: number;
+  /** simulated ticks from healing to a new proposal applied everywhere, or -1. */
+  recoveryTicks: number;
+}
+
+/** Simulated time: a tick is TICK time units; message and disk delays are in units. */
+const TICK = 10;
+
+type Event =
+  | { kind: 'tick'; id: NodeId; gen: number }
+  | { kind: 'deliver'; m: Message }
+  | { kind: 'saved'; id: NodeId; gen: number }
+  | { kind: 'client' }
+  | { kind: 'fault' }
+  | { kind: 'restart'; id: NodeId; gen: number }
+  | { kind: 'heal' }
+  | { kind: 'probe' }
+  | { kind: 'cut'; id: NodeId };
+
+interface Slot {
+  id: NodeId;
+  /** gen counts crashes; events of an earlier incarnation are ignored. */
+  gen: number;
+  node: RawNode | null;
+  disk: MemoryLogStore;
+  random: Prng;
+  /** the Ready whose write is in progress, or null. */
+  saving: Ready | null;
+  /** the longest an fsync takes on this node's disk now (a stalled disk takes long). */
+  fsyncMax: number;
+  /** the state machine: how far it applied and a hash chain over what it applied. */
+  applied: number;
+  state: number;
+  /** proposals of this incarnation awaiting apply: index -> entry key. */
+  proposals: Map<number, string>;
+}
+
+interface Knobs {
+  /** the gap between faults, in time units: churn faster than elections settle, or calmer. */
+  faultGap: [number, number];
+  /** the chance that a new leader is cut off soon after it wins. */
+  leaderCutRate: number;
+  preVote: boolean;
+  checkQuorum: boolean;
+  heartbeatTicks: number;
+  maxInflightMsgs: number;
+  maxSizePerMsg: number;
+  maxUncommittedEntries: number;
+  compactEvery: number;
+}
+
+export function runSimulation(opts: SimOptions): SimResult {
+  return new Simulation(opts).run();
+}
+
+class Simulation {
+  private readonly rng: Prng;
+  private readonly net: Prng;
+  private readonly faultRng: Prng;
+  private readonly clientRng: Prng;
+  private readonly ids: NodeId[];
+  private readonly slots = new Map<NodeId, Slot>();
+  private readonly knobs: Knobs;
+  private readonly checker: Checker;
+  private readonly hash: Hash = createHash('sha256');
+  private readonly factory: NodeFactory;
+  private readonly faultEnd: number;
+  private readonly deadline: number;
+
+  private now = 0;
+  private seq = 0;
+  private readonly queue: { at: number; seq: number; ev: Event }[] = [];
+  private events = 0;
+  private phase: 'faults' | 'healed' | 'done' = 'faults';
+  private healedAt = 0;
+  private doneAt = -1;
+
+  // network state
+  private readonly blocked = new Set<string>();
+  private dropRate = 0;
+  private dupRate = 0;
+  private maxDelay = 8;
+
+  // client state
+  private nextPayload = 0;
+  private marker: { index: number; term: number; key: string } | null = null;
+  private crashes = 0;
+
+  constructor(private readonly opts: SimOptions) {
+    this.rng = new Prng(opts.seed);
+    this.net = this.rng.fork();
+    this.faultRng = this.rng.fork();
+    this.clientRng = this.rng.fork();
+    const n = this.rng.pick([3, 5]);
+    this.ids = Array.from({ length: n }, (_, k) => `n${k + 1}`);
+    this.knobs = {
+      faultGap: this.rng.pick<[number, number]>([[20, 200], [10, 60]]),
+      leaderCutRate: this.rng.pick([0, 0.3, 0.7]),
+      preVote: this.rng.chance(0.75),
+      checkQuorum: this.rng.chance(0.75),
+      heartbeatTicks: this.rng.pick([1, 1, 3]),
+      maxInflightMsgs: this.rng.pick([1, 2, 4, 64]),
+      maxSizePerMsg: this.rng.pick([1, 64, 256, 4096]),
+      maxUncommittedEntries: this.rng.pick([8, 64, 1024]),
+      compactEvery: this.rng.pick([4, 16, 64]),
+    };
+    this.checker = new Checker(Math.floor(n / 2) + 1);
+    this.factory = opts.factory ?? ((c, b) => new RawNode(c, b));
+    this.faultEnd = (opts.faultTicks ?? 1000) * TICK;
+    this.deadline = this.faultEnd + (opts.livenessTicks ?? 300) * TICK;
+    for (const id of this.ids) {
+      this.slots.set(id, {
+        id,
+        gen: 0,
+        node: null,
+        disk: new MemoryLogStore(),
+        random: this.rng.fork(),
+        saving: null,
+        fsyncMax: 6,
+        applied: 0,
+        state: 0,
+        proposals: new Map(),
+      });
+    }
+    this.trace(`seed ${opts.seed} nodes ${n} ${JSON.stringify(this.knobs)}`);
+  }
+
+  run(): SimResult {
+    let violation: SimResult['violation'] = null;
+    try {
+      for (const s of this.slots.values()) this.start(s);
+      this.schedule(this.rng.int(1, 30), { kind: 'client' });
+      if (this.opts.faults ?? true) this.schedule(this.faultRng.int(...this.knobs.faultGap), { kind: 'fault' });
+      this.schedule(this.faultEnd, { kind: 'heal' });
+      this.loop();
+      this.checker.checkAckedApplied();
+    } catch (err) {
+      if (err instanceof Violation) violation = { checker: err.checker, message: err.message, time: this.now };
+      else throw err;
+      this.trace(`violation ${err.message}`);
+    }
+    let commit = 0;
+    let maxTerm = 0;
+    for (const s of this.slots.values()) {
+      commit = Math.max(commit, s.node?.raft.log.committed ?? 0);
+      maxTerm = Math.max(maxTerm, s.node?.raft.term ?? 0);
+    }
+    return {
+      seed: this.opts.seed,
+      ok: violation === null,
+      violation,
+      traceHash: this.hash.digest('hex'),
+      events: this.events,
+      commit,
+      acked: this.checker.maxAcked,
+      crashes: this.crashes,
+      maxTerm,
+      nodes: this.ids.length,
+      recoveryTicks: this.doneAt < 0 ? -1 : Math.round((this.doneAt - this.healedAt) / TICK),
+    };
+  }
+
+  private loop(): void {
+    while (this.phase !== 'done') {
+      const next = this.pop();
+      if (next === undefined) throw new Violation('liveness', 'the simulation ran out of events');
+      this.now = next.at;
+      this.events++;
+      this.handle(next.ev);
+      this.checker.afterStep(this.views());
+    }
+  }
+
+  private views(): { id: NodeId; node: RawNode | null; disk: MemoryLogStore }[] {
+    return Array.from(this.slots.values());
+  }
+
+  private handle(ev: Event): void {
+    switch (ev.kind) {
+      case 'tick':
+        return this.onTick(ev.id, ev.gen);
+      case 'deliver':
+        return this.onDeliver(ev.m);
+      case 'saved':
+        return this.onSaved(ev.id, ev.gen);
+      case 'client':
+        return this.onClient();
+      case 'fault':
+        return this.onFault();
+      case 'restart':
+        return this.onRestart(ev.id, ev.gen);
+      case 'heal':
+        return this.onHeal();
+      case 'probe':
+        return this.onProbe();
+      case 'cut':
+        return this.onCut(ev.id);
+    }
+  }
+
+  // ------------------------------------------------------------ nodes
+
+  private start(s: Slot): void {
+    const boot = s.disk.loadSync();
+    const k = this.knobs;
+    const config: Config = {
+      id: s.id,
+      peers: this.ids,
+      electionTicks: 10,
+      heartbeatTicks: k.heartbeatTicks,
+      preVote: k.preVote,
+      checkQuorum: k.checkQuorum,
+      maxInflightMsgs: k.maxInflightMsgs,
+      maxSizePerMsg: k.maxSizePerMsg,
+      maxUncommittedEntries: k.maxUncommittedEntries,
+      random: () => s.random.float(),
+    };
+    s.node = this.guard(() => this.factory(config, boot));
+    s.saving = null;
+    s.proposals = new Map();
+    s.applied = 0;
+    s.state = 0;
+    if (boot.snapshot !== null) this.restoreState(s, boot.snapshot);
+    this.checker.resetNode(s.id);
+    this.trace(`start ${s.id} gen ${s.gen} term ${boot.hardState.term} last ${(boot.snapshot?.meta.index ?? 0) + boot.entries.length}`);
+    this.schedule(this.now + 1 + this.rng.int(0, TICK - 1), { kind: 'tick', id: s.id, gen: s.gen });
+  }
+
+  private crash(s: Slot): void {
+    this.crashes++;
+    this.trace(`crash ${s.id} saving ${s.saving !== null}`);
+    s.node = null;
+    s.saving = null;
+    s.gen++;
+    s.disk.crash();
+    this.checker.resetNode(s.id);
+  }
+
+  private onTick(id: NodeId, gen: number): void {
+    const s = this.slot(id);
+    if (s.gen !== gen || s.node === null) return;
+    this.trace(`tick ${id}`);
+    const node = s.node;
+    this.guard(() => node.tick());
+    this.pump(s);
+    this.schedule(this.now + TICK, { kind: 'tick', id, gen });
+  }
+
+  private onDeliver(m: Message): void {
+    const s = this.slot(m.to);
+    const node = s.node;
+    if (node === null) {
+      this.trace(`lost ${describe(m)}`);
+      return;
+    }
+    this.trace(`dlv ${describe(m)}`);
+    const r = this.guard(() => node.step(m));
+    if (!r.ok) throw new Violation('assertion', `${m.to} rejected a message from ${m.from}: ${r.message}`);
+    this.pump(s);
+  }
+
+  /** pump runs the node's Ready loop until it waits on the disk or has nothing to do. */
+  private pump(s: Slot): void {
+    for (;;) {
+      const node = s.node;
+      if (node === null || s.saving !== null || !node.hasReady()) return;
+      const rd = node.ready();
+      this.trace(`rdy ${s.id} ${describeReady(rd)}`);
+      if (rd.softState?.role === 'leader') this.onNewLeader(s.id);
+      if (this.opts.sendBeforePersist) this.send(rd.messages);
+      if (rd.hardState === null && rd.snapshot === null && rd.entries.length === 0) {
+        this.finish(s, rd);
+        continue;
+      }
+      s.saving = rd;
+      const delay = rd.mustSync ? this.rng.int(1, s.fsyncMax) : 1;
+      this.schedule(this.now + delay, { kind: 'saved', id: s.id, gen: s.gen });
+      return;
+    }
+  }
+
+  private onSaved(id: NodeId, gen: number): void {
+    const s = this.slot(id);
+    const rd = s.saving;
+    if (s.gen !== gen || rd === null) return;
+    this.trace(`saved ${id}`);
+    s.disk.saveSync(rd);
+    s.saving = null;
+    this.finish(s, rd);
+    this.pump(s);
+  }
+
+  /** finish does the caller's duties after the write: send, apply, advance, compact. */
+  private finish(s: Slot, rd: Ready): void {
+    const node = s.node as RawNode;
+    if (!this.opts.sendBeforePersist) this.send(rd.messages);
+    if (rd.snapshot !== null) this.restoreState(s, rd.snapshot);
+    for (const e of rd.committedEntries) this.apply(s, e);
+    for (const rs of rd.readStates) this.checker.onReadAnswered(s.id, rs);
+    this.guard(() => node.advance(rd));
+    if (s.applied - node.raft.log.offset >= this.knobs.compactEvery) {
+      const snap = this.guard(() => node.compact(s.applied, encodeState(s.applied, s.state)));
+      if (snap !== null) {
+        s.disk.saveSnapshotSync(snap);
+        this.trace(`compact ${s.id} ${snap.meta.index}`);
+      }
+    }
+  }
+
+  private apply(s: Slot, e: Entry): void {
+    if (e.index !== s.applied + 1) {
+      throw new Violation('stateMachineSafety', `${s.id} applies ${e.index} after ${s.applied}`);
+    }
+    s.applied = e.index;
+    s.state = mix(s.state, e);
+    this.checker.onApply(s.id, e, s.state);
+    const key = entryKey(e);
+    if (s.proposals.get(e.index) === key) {
+      this.checker.onAck(e);
+      this.trace(`ack ${s.id} ${e.index}`);
+    }
+    s.proposals.delete(e.index);
+  }
+
+  private restoreState(s: Slot, snap: Snapshot): void {
+    const [applied, state] = decodeState(snap.data);
+    if (applied !== snap.meta.index) throw new Violation('stateMachineSafety', `${s.id}: snapshot at ${snap.meta.index} holds state at ${applied}`);
+    s.applied = applied;
+    s.state = state;
+    this.checker.onRestore(s.id, applied, state);
+    this.trace(`restore ${s.id} ${applied}`);
+  }
+
+  // ------------------------------------------------------------ network
+
+  private send(ms: Message[]): void {
+    for (const m of ms) {
+      if (this.blocked.has(`${m.from}>${m.to}`) || this.net.chance(this.dropRate)) {
+        this.trace(`drop ${describe(m)}`);
+        continue;
+      }
+      this.schedule(this.now + this.net.int(1, this.maxDelay), { kind: 'deliver', m });
+      if (this.net.chance(this.dupRate)) this.schedule(this.now + this.net.int(1, this.maxDelay), { kind: 'deliver', m });
+    }
+  }
+
+  // ------------------------------------------------------------ client
+
+  private onClient(): void {
+    this.trace('client');
+    if (this.phase !== 'faults') return;
+    this.schedule(this.now + this.clientRng.int(3, 30), { kind: 'client' });
+    // Clients mostly find a node that believes it leads (perhaps a deposed one).
+    const up = Array.from(this.slots.values()).filter((v) => v.node !== null);
+    if (up.length === 0) return;
+    const leaders = up.filter((v) => v.node?.raft.role === 'leader');
+    const s = this.clientRng.pick(leaders.length > 0 && this.clientRng.chance(0.8) ? leaders : up);
+    const node = s.node as RawNode;
+    const roll = this.clientRng.float();
+    if (roll < 0.75) {
+      const count = this.clientRng.int(1, 4);
+      const data = Array.from({ length: count }, () => payload(`p${++this.nextPayload}`));
+      const r = node.propose(data);
+      this.trace(`propose ${s.id} ${count} ${r.ok ? `${r.firstIndex}-${r.lastIndex}` : r.code}`);
+      if (r.ok) data.forEach((d, k) => s.proposals.set(r.firstIndex + k, entryKey({ index: 0, term: r.term, data: d })));
+    } else if (roll < 0.95) {
+      const context = `r${++this.nextPayload}`;
+      const r = node.readIndex(payload(context));
+      this.trace(`read ${s.id} ${context} ${r.ok ? 'ok' : r.code}`);
+      if (r.ok) this.checker.onReadAsked(context);
+    } else {
+      const to = this.clientRng.pick(this.ids);
+      const r = node.transferLeadership(to);
+      this.trace(`transfer ${s.id} ${to} ${r.ok ? 'ok' : r.code}`);
+    }
+    this.pump(s);
+  }
+
+  // ------------------------------------------------------------ faults
+
+  private onFault(): void {
+    this.trace('fault');
+    if (this.phase !== 'faults') return;
+    this.schedule(this.now + this.faultRng.int(...this.knobs.faultGap), { kind: 'fault' });
+    const f = this.faultRng;
+    const roll = f.float();
+    if (roll < 0.15) {
+      // A symmetric partition into two sides.
+      this.blocked.clear();
+      const side = new Set(this.ids.filter(() => f.chance(0.5)));
+      for (const a of this.ids) for (const b of this.ids) if (side.has(a) !== side.has(b)) this.blocked.add(`${a}>${b}`);
+      this.trace(`partition [${[...side]}]`);
+    } else if (roll < 0.25) {
+      // Isolate a node, most often a leader, so that leadership moves on.
+      const a = f.chance(0.7) ? (this.someLeader() ?? f.pick(this.ids)) : f.pick(this.ids);
+      for (const b of this.ids) if (b !== a) this.blocked.add(`${a}>${b}`).add(`${b}>${a}`);
+      this.trace(`isolate ${a}`);
+    } else if (roll < 0.35) {
+      // An asymmetric fault: a can no longer reach b, but b still reaches a.
+      const a = f.pick(this.ids);
+      const b = f.pick(this.ids.filter((x) => x !== a));
+      this.blocked.add(`${a}>${b}`);
+      this.trace(`oneway ${a}>${b}`);
+    } else if (roll < 0.5) {
+      this.blocked.clear();
+      this.trace('heal links');
+    } else if (roll < 0.55) {
+      // A disk stalls (or recovers): its node keeps stepping messages while a save waits.
+      const s = this.slot(f.pick(this.ids));
+      s.fsyncMax = f.pick([6, 6, 60, 300]);
+      this.trace(`disk ${s.id} fsync max ${s.fsyncMax}`);
+    } else if (roll < 0.62) {
+      this.dropRate = f.pick([0, 0.02, 0.1, 0.3]);
+      this.dupRate = f.pick([0, 0.05, 0.2]);
+      this.maxDelay = f.pick([8, 8, 30, 100]);
+      this.trace(`net drop ${this.dropRate} dup ${this.dupRate} delay ${this.maxDelay}`);
+    } else if (roll < 0.85) {
+      this.crashOne(f.chance(0.5));
+    } else {
+      const down = Array.from(this.slots.values()).filter((s) => s.node === null);
+      if (down.length > 0) {
+        const s = f.pick(down);
+        this.onRestart(s.id, s.gen);
+      }
+    }
+  }
+
+  /**
+   * onNewLeader: sometimes cut a new leader off a few units after it wins, once it has
+   * sent part of its log. Leaders that vanish mid-replication are what Figure 8 is made of.
+   */
+  private onNewLeader(id: NodeId): void {
+    if (this.phase !== 'faults' || !(this.opts.faults ?? true) || !this.faultRng.chance(this.knobs.leaderCutRate)) return;
+    this.schedule(this.now + this.faultRng.int(1, 60), { kind: 'cut', id });
+  }
+
+  private onCut(id: NodeId): void {
+    if (this.phase !== 'faults') return;
+    for (const b of this.ids) if (b !== id) this.blocked.add(`${id}>${b}`).add(`${b}>${id}`);
+    this.trace(`cut ${id}`);
+  }
+
+  /** crashOne crashes a node, preferring one with a write in flight when `midWrite`. */
+  private crashOne(midWrite: boolean): void {
+    const up = Array.from(this.slots.values()).filter((s) => s.node !== null);
+    if (up.length === 0) return;
+    const writing = up.filter((s) => s.saving !== null);
+    const leaders = up.filter((s) => s.node?.raft.role === 'leader');
+    let pool = up;
+    if (midWrite && writing.length > 0) pool = writing;
+    else if (leaders.length > 0 && this.faultRng.chance(0.5)) pool = leaders;
+    const s = this.faultRng.pick(pool);
+    this.crash(s);
+    this.schedule(this.now + this.faultRng.int(30, 600), { kind: 'restart', id: s.id, gen: s.gen });
+  }
+
+  private onRestart(id: NodeId, gen: number): void {
+    this.trace(`restart ${id}`);
+    const s = this.slot(id);
+    if (s.node !== null || s.gen !== gen) return;
+    this.start(s);
+  }
+
+  private onHeal(): void {
+    this.phase = 'healed';
+    this.healedAt = this.now;
+    this.blocked.clear();
+    this.dropRate = 0;
+    this.dupRate = 0;
+    this.maxDelay = 8;
+    for (const s of this.slots.values()) s.fsyncMax = 6;
+    this.trace('heal all');
+    for (const s of this.slots.values()) if (s.node === null) this.start(s);
+    this.schedule(this.now + TICK, { kind: 'probe' });
+  }
+
+  /** onProbe checks liveness after healing: a stable leader, then a new entry applied everywhere. */
+  private onProbe(): void {
+    this.trace('probe');
+    if (this.now > this.deadline) {
+      const st = this.views().map((v) => `${v.id}:${v.node?.raft.role}/${v.node?.raft.term}/${v.node?.raft.log.committed}`);
+      throw new Violation('liveness', `no leader committed a new entry on every node within ${(this.deadline - this.healedAt) / TICK} ticks of healing [${st}]`);
+    }
+    this.schedule(this.now + TICK, { kind: 'probe' });
+    const m = this.marker;
+    if (m !== null && this.checker.appliedKey(m.index) === m.key && [...this.slots.values()].every((s) => s.applied >= m.index)) {
+      this.phase = 'done';
+      this.doneAt = this.now;
+      this.trace(`live ${m.index}`);
+      return;
+    }
+    const leader = this.stableLeader();
+    if (leader === null) return;
+    const log = leader.raft.log;
+    if (m !== null && log.term(m.index) === m.term) return;
+    const data = payload(`m${++this.nextPayload}`);
+    const r = leader.propose([data]);
+    this.trace(`marker ${leader.raft.id} ${r.ok ? r.firstIndex : r.code}`);
+    if (r.ok) this.marker = { index: r.firstIndex, term: r.term, key: entryKey({ index: 0, term: r.term, data }) };
+    this.pump(this.slot(leader.raft.id));
+  }
+
+  /** someLeader is a node that believes it leads, or null. */
+  private someLeader(): NodeId | null {
+    const leaders = Array.from(this.slots.values()).filter((s) => s.node?.raft.role === 'leader');
+    return leaders.length === 0 ? null : this.faultRng.pick(leaders).id;
+  }
+
+  /** stableLeader is the leader every node follows in the same term, or null. */
+  private stableLeader(): RawNode | null {
+    let leader: RawNode | null = null;
+    for (const s of this.slots.values()) if (s.node?.raft.role === 'leader') leader = s.node;
+    if (leader === null) return null;
+    const { id, term } = leader.raft;
+    for (const s of this.slots.values()) {
+      if (s.node === null || s.node.raft.leader !== id || s.node.raft.term !== term) return null;
+    }
+    return leader;
+  }
+
+  // ------------------------------------------------------------ plumbing
+
+  private slot(id: NodeId): Slot {
+    return this.slots.get(id) as Slot;
+  }
+
+  /** guard turns a failed invariant inside the library into a violation. */
+  private guard<T>(f: () => T): T {
+    try {
+      return f();
+    } catch (err) {
+      if (err instanceof RaftInvariantError) throw new Violation('assertion', err.message);
+      throw err;
+    }
+  }
+
+  private schedule(at: number, ev: Event): void {
+    const item = { at, seq: this.seq++, ev };
+    const q = this.queue;
+    q.push(item);
+    let k = q.length - 1;
+    while (k > 0) {
+      const parent = (k - 1) >> 1;
+      if (!before(item, q[parent] as typeof item)) break;
+      q[k] = q[parent] as typeof item;
+      k = parent;
+    }
+    q[k] = item;
+  }
+
+  private pop(): { at: number; seq: number; ev: Event } | undefined {
+    const q = this.queue;
+    const top = q[0];
+    const last = q.pop();
+    if (top === undefined || last === undefined || q.length === 0) return top;
+    let k = 0;
+    for (;;) {
+      const l = 2 * k + 1;
+      if (l >= q.length) break;
+      const r = l + 1;
+      const child = r < q.length && before(q[r] as typeof last, q[l] as typeof last) ? r : l;
+      if (!before(q[child] as typeof last, last)) break;
+      q[k] = q[child] as typeof last;
+      k = child;
+    }
+    q[k] = last;
+    return top;
+  }
+
+  private trace(line: string): void {
+    const full = `${this.now} ${line}`;
+    this.hash.update(full);
+    this.hash.update('\n');
+    this.opts.onTrace?.(full);
+  }
+}
+
+function before(a: { at: number; seq: number }, b: { at: number; seq: number }): boolean {
+  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+}
+
+function payload(s: string): Uint8Array {
+  const out = new Uint8Array(s.length);
+  for (let k = 0; k < s.length; k++) out[k] = s.charCodeAt(k);
+  return out;
+}
+
+/** mix extends the state's hash chain with an applied entry (FNV-1a over term and data). */
+function mix(state: number, e: Entry): number {
+  let h = (state ^ 0x811c9dc5) >>> 0;
+  h = Math.imul(h ^ e.term, 0x01000193);
+  for (const b of e.data) h = Math.imul(h ^ b, 0x01000193);
+  return h >>> 0;
+}
+
+function encodeState(applied: number, state: number): Uint8Array {
+  return payload(`${applied}:${state}`);
+}
+
+function decodeState(data: Uint8Array): [number, number] {
+  const [a, s] = String.fromCharCode(...data).split(':');
+  return [Number(a), Number(s)];
+}
+
+function describe(m: Message): string {
+  const rej = m.reject ? ` rej${m.rejectHint}` : '';
+  return `${m.type} ${m.from}>${m.to} t${m.term} i${m.index} lt${m.logTerm} n${m.entries.length} c${m.commit}${rej}`;
+}
+
+function describeReady(rd: Ready): string {
+  const hs = rd.hardState === null ? '-' : `${rd.hardState.term}/${rd.hardState.vote}/${rd.hardState.commit}`;
+  const first = rd.entries[0]?.index ?? 0;
+  const last = rd.entries[rd.entries.length - 1]?.index ?? 0;
+  const ss = rd.softState === null ? '' : ` ss=${rd.softState.role}/${rd.softState.leader}`;
+  return `hs=${hs} e=${first}-${last} snap=${rd.snapshot?.meta.index ?? '-'} m=${rd.messages.length} c=${rd.committedEntries.length}${ss}`;
+}
