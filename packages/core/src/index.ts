@@ -8,6 +8,7 @@
  */
 export * from './apply.js';
 export * from './admin.js';
+export * from './audit.js';
 export * from './canonical.js';
 export * from './dryrun.js';
 export * from './errors.js';
