@@ -46,6 +46,8 @@ export class MemoryLogStore implements LogStore {
   private durable: DiskState = { hardState: { ...EMPTY_HARD_STATE }, snapshot: null, entries: [] };
   /** writes accepted without sync, oldest first; a crash loses them. */
   private unsynced: Write[] = [];
+  /** the bounds of the log as load() would see it: (offset, last]. */
+  private bounds = { offset: 0, last: 0 };
   syncCount = 0;
 
   loadSync(): Boot {
@@ -56,6 +58,12 @@ export class MemoryLogStore implements LogStore {
 
   saveSync(rd: SaveBatch): void {
     if (rd.hardState === null && rd.snapshot === null && rd.entries.length === 0) return;
+    const head = rd.entries[0];
+    const offset = rd.snapshot?.meta.index ?? this.bounds.offset;
+    const last = rd.snapshot === null ? this.bounds.last : offset;
+    if (head !== undefined && (head.index <= offset || head.index > last + 1)) {
+      throw new RangeError(`save: entries start at ${head.index}; the stored log is (${offset}, ${last}]`);
+    }
     this.write({ kind: 'save', batch: { hardState: rd.hardState, snapshot: rd.snapshot, entries: rd.entries, mustSync: rd.mustSync } }, rd.mustSync);
   }
 
@@ -66,6 +74,8 @@ export class MemoryLogStore implements LogStore {
   /** crash models a power loss: writes that were not synced are gone. */
   crash(): void {
     this.unsynced = [];
+    const offset = this.durable.snapshot?.meta.index ?? 0;
+    this.bounds = { offset, last: offset + this.durable.entries.length };
   }
 
   /** lastIndex of the durable log, for tests. */
@@ -89,8 +99,12 @@ export class MemoryLogStore implements LogStore {
   }
 
   save(rd: SaveBatch): Promise<void> {
-    this.saveSync(rd);
-    return Promise.resolve();
+    try {
+      this.saveSync(rd);
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   saveSnapshot(snapshot: Snapshot): Promise<void> {
@@ -103,6 +117,7 @@ export class MemoryLogStore implements LogStore {
   }
 
   private write(w: Write, sync: boolean): void {
+    this.bounds = nextBounds(this.bounds, w);
     if (!sync) {
       this.unsynced.push(w);
       return;
@@ -135,6 +150,21 @@ function applyWrite(s: DiskState, w: Write): void {
     for (const e of b.entries) s.entries.push(e);
   }
   if (b.hardState !== null) s.hardState = { ...b.hardState };
+}
+
+function nextBounds(b: { offset: number; last: number }, w: Write): { offset: number; last: number } {
+  if (w.kind === 'snapshot') {
+    const index = w.snapshot.meta.index;
+    return index <= b.offset ? b : { offset: index, last: Math.max(b.last, index) };
+  }
+  let { offset, last } = b;
+  if (w.batch.snapshot !== null) {
+    offset = w.batch.snapshot.meta.index;
+    last = offset;
+  }
+  const tail = w.batch.entries[w.batch.entries.length - 1];
+  if (tail !== undefined) last = tail.index;
+  return { offset, last };
 }
 
 function cloneState(s: DiskState): DiskState {
