@@ -171,12 +171,18 @@ export class RaftLog {
   }
 
   /**
-   * stableTo records that entries up to `index` (whose term was `term` when handed to
-   * storage) are durable. If the log has since been rewritten at `index`, the write was
-   * superseded and nothing changes: the newer entries are in a later Ready.
+   * stableTo records that `saved` (the entries of one Ready) are durable. Entries the log
+   * has rewritten since that Ready are not durable in their new form: the highest saved
+   * entry that still matches the log (by index and term, hence by the log matching
+   * property everything before it too) is what became durable.
    */
-  stableTo(index: number, term: number): void {
-    if (this.matchTerm(index, term) && index > this.persisted) this.persisted = index;
+  stableTo(saved: Entry[]): void {
+    for (let k = saved.length - 1; k >= 0; k--) {
+      const e = saved[k] as Entry;
+      if (!this.matchTerm(e.index, e.term)) continue;
+      if (e.index > this.persisted) this.persisted = e.index;
+      return;
+    }
   }
 
   /** unstableEntries are the entries not yet handed to storage. */

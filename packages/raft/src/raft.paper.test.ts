@@ -12,7 +12,7 @@ const ABC = ['a', 'b', 'c'];
 /** persist marks everything in the log durable, as advance() would after a save. */
 function persist(r: Raft): void {
   r.log.handed = r.log.lastIndex();
-  r.log.stableTo(r.log.lastIndex(), r.log.lastTerm());
+  r.log.stableTo(r.log.entries);
   r.onPersisted();
 }
 

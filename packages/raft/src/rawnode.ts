@@ -162,8 +162,7 @@ export class RawNode {
     if (rd !== this.outstanding) throw new Error('raft: advance() with a Ready that is not the outstanding one');
     const log = this.raft.log;
     if (rd.snapshot !== null && rd.snapshot.meta.index > log.applied) log.appliedTo(rd.snapshot.meta.index);
-    const lastSaved = rd.entries[rd.entries.length - 1];
-    if (lastSaved !== undefined) log.stableTo(lastSaved.index, lastSaved.term);
+    log.stableTo(rd.entries);
     const lastApplied = rd.committedEntries[rd.committedEntries.length - 1];
     if (lastApplied !== undefined) log.appliedTo(lastApplied.index);
     this.outstanding = null;

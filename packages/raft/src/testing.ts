@@ -148,6 +148,23 @@ export class Network {
     for (let k = 0; k < n; k++) this.node(id).tick();
   }
 
+  /** tickAll ticks every running member `n` times, running the group after each round of ticks. */
+  tickAll(n = 1, ids: NodeId[] = this.ids): void {
+    for (let k = 0; k < n; k++) {
+      for (const id of ids) this.node(id).tick();
+      this.drain();
+    }
+  }
+
+  /** compact snapshots a member at its applied index and stores the snapshot. */
+  compact(id: NodeId): Snapshot | null {
+    const mem = this.member(id);
+    const applied = mem.node.status().applied;
+    const snap = mem.node.compact(applied, bytes(`state@${applied}`));
+    if (snap !== null) mem.store.saveSnapshotSync(snap);
+    return snap;
+  }
+
   /** campaign makes `id` start an election and runs the group until quiet. */
   campaign(id: NodeId): void {
     this.node(id).campaign();
