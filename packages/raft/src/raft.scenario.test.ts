@@ -257,6 +257,21 @@ t.test('ReadIndex', async (t) => {
     t.same(net.member('a').readStates, []);
   });
 
+  t.test('reads waiting for confirmation are bounded by maxPendingReads', async (t) => {
+    const net = new Network(ABC, { maxPendingReads: 2 });
+    net.campaign('a');
+    net.isolate('a');
+    const a = net.node('a');
+    t.ok(a.readIndex(bytes('r1')).ok);
+    t.ok(a.readIndex(bytes('r2')).ok);
+    const r = a.readIndex(bytes('r3'));
+    t.equal(r.ok ? 'ok' : r.code, 'read_limit');
+    net.heal();
+    net.tickAll(1);
+    t.equal(net.member('a').readStates.length, 2, 'the two admitted reads are answered');
+    t.ok(a.readIndex(bytes('r4')).ok, 'and reads are admitted again');
+  });
+
   t.test('a one-member group answers at once, and a node without a leader says not_leader', async (t) => {
     const solo = new Network(['solo']);
     solo.campaign('solo');

@@ -41,7 +41,7 @@ export class Raft {
   readonly peers: readonly NodeId[];
   /** quorum is the size of a majority of `peers`. */
   readonly quorum: number;
-  readonly cfg: Readonly<Config> & { maxInflightBytes: number; maxCommittedSizePerReady: number };
+  readonly cfg: Readonly<Config> & { maxInflightBytes: number; maxCommittedSizePerReady: number; maxPendingReads: number };
 
   term = 0;
   /** vote is whom this node voted for in `term`, or null. */
@@ -79,6 +79,7 @@ export class Raft {
       peers: config.peers.slice(),
       maxInflightBytes: config.maxInflightBytes ?? Number.POSITIVE_INFINITY,
       maxCommittedSizePerReady: config.maxCommittedSizePerReady ?? config.maxSizePerMsg,
+      maxPendingReads: config.maxPendingReads ?? 4096,
     };
     this.id = config.id;
     this.peers = config.peers.slice().sort();
@@ -142,6 +143,9 @@ export class Raft {
   /** readIndex asks for a linearizable read (§6.4); the answer arrives as a ReadState. */
   readIndex(context: Uint8Array): RaftResult {
     if (this.role === 'leader') {
+      if (this.pendingReadCount() >= this.cfg.maxPendingReads) {
+        return this.error('read_limit', `${this.cfg.maxPendingReads} reads already wait for confirmation`);
+      }
       this.handleReadIndex(this.id, context);
       return { ok: true };
     }
@@ -270,7 +274,8 @@ export class Raft {
   private stepLeader(m: Message): void {
     switch (m.type) {
       case 'readIndex':
-        this.handleReadIndex(m.from, m.context ?? NO_DATA);
+        // Beyond the bound a forwarded read is dropped; the asker times out and retries.
+        if (this.pendingReadCount() < this.cfg.maxPendingReads) this.handleReadIndex(m.from, m.context ?? NO_DATA);
         return;
       case 'transferLeader':
         this.transferTo(new TextDecoder().decode(m.context ?? NO_DATA));
@@ -578,6 +583,10 @@ export class Raft {
     for (const r of reads) this.handleReadIndex(r.from, r.context);
   }
 
+  private pendingReadCount(): number {
+    return this.pendingReads.length + this.readOnly.pending();
+  }
+
   private committedEntryInCurrentTerm(): boolean {
     return this.log.term(this.log.committed) === this.term;
   }
@@ -739,5 +748,8 @@ export function validateConfig(c: Config): void {
   for (const [name, v] of positive) if (!Number.isSafeInteger(v) || v < 1) fail(`${name} must be a positive integer`);
   if (c.heartbeatTicks >= c.electionTicks) fail('heartbeatTicks must be less than electionTicks');
   if (c.maxInflightBytes !== undefined && !(c.maxInflightBytes >= 1)) fail('maxInflightBytes must be positive');
+  if (c.maxPendingReads !== undefined && !(Number.isSafeInteger(c.maxPendingReads) && c.maxPendingReads >= 1)) {
+    fail('maxPendingReads must be a positive integer');
+  }
   if (typeof c.random !== 'function') fail('random must be a function returning [0, 1)');
 }

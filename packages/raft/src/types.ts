@@ -159,6 +159,7 @@ export interface Boot {
  * - uncommitted_limit: backpressure, `maxUncommittedEntries` would be exceeded.
  * - invalid_proposal: an empty batch, an empty entry (reserved for no-ops) or a batch
  *   larger than `maxUncommittedEntries` (it could never be accepted).
+ * - read_limit: backpressure, `maxPendingReads` reads already wait for confirmation.
  * - unknown_peer: a node id that is not a member.
  * - invalid_message: a message that is malformed or not addressed to this node.
  */
@@ -167,6 +168,7 @@ export const RAFT_ERROR_CODES = [
   'transfer_in_progress',
   'uncommitted_limit',
   'invalid_proposal',
+  'read_limit',
   'unknown_peer',
   'invalid_message',
 ] as const;
@@ -211,6 +213,8 @@ export interface Config {
   maxSizePerMsg: number;
   /** the leader refuses proposals beyond this many entries appended but not committed. */
   maxUncommittedEntries: number;
+  /** the leader holds at most this many reads awaiting confirmation (default 4096); beyond, reads are refused. */
+  maxPendingReads?: number;
   /** a Ready carries at most this many bytes of committed entries (default `maxSizePerMsg`). */
   maxCommittedSizePerReady?: number;
   /** the only source of randomness: returns a number in [0, 1). */
