@@ -50,7 +50,7 @@ function options(a: Args, seed: number): SimOptions {
 
 export function describeResult(r: SimResult): string {
   const v = r.violation === null ? 'ok' : `FAIL at t=${r.violation.time} ${r.violation.message}`;
-  return `seed ${r.seed}: ${v} (nodes ${r.nodes}, events ${r.events}, commit ${r.commit}, acked ${r.acked}, crashes ${r.crashes}, max term ${r.maxTerm}, recovery ${r.recoveryTicks} ticks)`;
+  return `seed ${r.seed}: ${v} (nodes ${r.nodes}, events ${r.events}, commit ${r.commit}, acked ${r.acked}, crashes ${r.crashes}, max term ${r.maxTerm}, leader ${r.leaderTicks} and commit ${r.recoveryTicks} ticks after healing)`;
 }
 
 /** runCli runs the simulator as the command line would, printing through `print`; returns the exit status. */

@@ -26,7 +26,9 @@ export interface SimOptions {
   faults?: boolean;
   /** length of the fault phase in ticks (default 1000). */
   faultTicks?: number;
-  /** after healing, a leader must commit a new proposal on every node within this many ticks (default 300). */
+  /** after healing, a stable leader must emerge within this many ticks (default 100). */
+  leaderTicks?: number;
+  /** after healing, a new proposal must be applied on every node within this many ticks (default 300). */
   livenessTicks?: number;
   /** builds nodes; tests pass deliberately broken variants. */
   factory?: NodeFactory;
@@ -49,6 +51,8 @@ export interface SimResult {
   crashes: number;
   maxTerm: number;
   nodes: number;
+  /** simulated ticks from healing to a stable leader, or -1. */
+  leaderTicks: number;
   /** simulated ticks from healing to a new proposal applied everywhere, or -1. */
   recoveryTicks: number;
 }
@@ -116,6 +120,9 @@ class Simulation {
   private readonly factory: NodeFactory;
   private readonly faultEnd: number;
   private readonly deadline: number;
+  private readonly leaderDeadline: number;
+  /** when a stable leader was first seen after healing, or -1. */
+  private leaderAt = -1;
 
   private now = 0;
   private seq = 0;
@@ -158,6 +165,7 @@ class Simulation {
     this.factory = opts.factory ?? ((c, b) => new RawNode(c, b));
     this.faultEnd = (opts.faultTicks ?? 1000) * TICK;
     this.deadline = this.faultEnd + (opts.livenessTicks ?? 300) * TICK;
+    this.leaderDeadline = this.faultEnd + (opts.leaderTicks ?? 100) * TICK;
     for (const id of this.ids) {
       this.slots.set(id, {
         id,
@@ -206,6 +214,7 @@ class Simulation {
       crashes: this.crashes,
       maxTerm,
       nodes: this.ids.length,
+      leaderTicks: this.leaderAt < 0 ? -1 : Math.round((this.leaderAt - this.healedAt) / TICK),
       recoveryTicks: this.doneAt < 0 ? -1 : Math.round((this.doneAt - this.healedAt) / TICK),
     };
   }
@@ -527,9 +536,12 @@ class Simulation {
   /** onProbe checks liveness after healing: a stable leader, then a new entry applied everywhere. */
   private onProbe(): void {
     this.trace('probe');
+    const st = (): string => this.views().map((v) => `${v.id}:${v.node?.raft.role}/${v.node?.raft.term}/${v.node?.raft.log.committed}`).join(' ');
+    if (this.leaderAt < 0 && this.now > this.leaderDeadline) {
+      throw new Violation('liveness', `no stable leader within ${(this.leaderDeadline - this.healedAt) / TICK} ticks of healing [${st()}]`);
+    }
     if (this.now > this.deadline) {
-      const st = this.views().map((v) => `${v.id}:${v.node?.raft.role}/${v.node?.raft.term}/${v.node?.raft.log.committed}`);
-      throw new Violation('liveness', `no leader committed a new entry on every node within ${(this.deadline - this.healedAt) / TICK} ticks of healing [${st}]`);
+      throw new Violation('liveness', `no new entry applied on every node within ${(this.deadline - this.healedAt) / TICK} ticks of healing [${st()}]`);
     }
     this.schedule(this.now + TICK, { kind: 'probe' });
     const m = this.marker;
@@ -541,6 +553,7 @@ class Simulation {
     }
     const leader = this.stableLeader();
     if (leader === null) return;
+    if (this.leaderAt < 0) this.leaderAt = this.now;
     const log = leader.raft.log;
     if (m !== null && log.term(m.index) === m.term) return;
     const data = payload(`m${++this.nextPayload}`);
