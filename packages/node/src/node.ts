@@ -27,6 +27,7 @@ export const OPENAPI_FILES = {
 export interface RunningNode {
   config: Config;
   replica: Replica;
+  metrics: Metrics;
   agentUrl: string;
   adminUrl: string;
   log: Logger;
@@ -123,6 +124,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   return {
     config: c,
     replica,
+    metrics,
     agentUrl: url(servers[0]),
     adminUrl: url(servers[1]),
     log,
