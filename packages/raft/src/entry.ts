@@ -1,5 +1,5 @@
 // Small pure helpers over entries and byte strings shared by the core and the stores.
-import type { Entry, HardState, Snapshot } from './types.js';
+import type { Entry, HardState } from './types.js';
 
 /** entryBytes is the size an entry counts for in flow control: its payload plus a fixed header. */
 export function entryBytes(e: Entry): number {
@@ -34,10 +34,6 @@ export function hardStateEqual(a: HardState, b: HardState): boolean {
 }
 
 export const EMPTY_HARD_STATE: HardState = Object.freeze({ term: 0, vote: null, commit: 0 });
-
-export function snapshotIndex(s: Snapshot | null): number {
-  return s === null ? 0 : s.meta.index;
-}
 
 export function isSafeIndex(n: unknown): n is number {
   return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;

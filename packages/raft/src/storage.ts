@@ -78,12 +78,6 @@ export class MemoryLogStore implements LogStore {
     this.bounds = { offset, last: offset + this.durable.entries.length };
   }
 
-  /** lastIndex of the durable log, for tests. */
-  durableLastIndex(): number {
-    const s = this.durable;
-    return (s.snapshot?.meta.index ?? 0) + s.entries.length;
-  }
-
   /**
    * durableTerm is the term of the durable entry at `index`, 'snapshot' when the durable
    * snapshot covers it, or undefined when the disk does not hold it. For checkers.

@@ -78,10 +78,6 @@ export class Checker {
   /** reads asked and not yet answered: context -> maxAcked when asked. */
   private readonly reads = new Map<string, number>();
   private readonly shadows = new Map<NodeId, Shadow>();
-  /** checks counts how many times each checker ran. */
-  readonly checks: Record<CheckerName, number> = Object.fromEntries(
-    CHECKERS.map((c) => [c, 0]),
-  ) as Record<CheckerName, number>;
 
   constructor(private readonly quorum: number) {}
 
@@ -103,7 +99,6 @@ export class Checker {
   private checkLeader(id: NodeId, node: RawNode): void {
     const r = node.raft;
     if (r.role !== 'leader') return;
-    this.checks.electionSafety++;
     const other = this.leaders.get(r.term);
     if (other === undefined) this.leaders.set(r.term, id);
     else if (other !== id) throw new Violation('electionSafety', `${other} and ${id} both lead term ${r.term}`);
@@ -112,7 +107,6 @@ export class Checker {
 
   /** checkLog inspects only entries that changed since the last step (new Entry objects). */
   private checkLog(id: NodeId, node: RawNode): void {
-    this.checks.logMatching++;
     const log = node.raft.log;
     let sh = this.shadows.get(id);
     if (sh === undefined) {
@@ -167,7 +161,6 @@ export class Checker {
 
   /** A leader of term T must hold every entry committed in an earlier term. */
   private checkCompleteness(id: NodeId, node: RawNode): void {
-    this.checks.leaderCompleteness++;
     const r = node.raft;
     let bound = 0;
     for (const [term, index] of this.commitFrontier) if (term < r.term && index > bound) bound = index;
@@ -185,7 +178,6 @@ export class Checker {
 
   /** onApply records that `id` applied `e`, reaching state `state`. */
   onApply(id: NodeId, e: Entry, state: number): void {
-    this.checks.stateMachineSafety++;
     const key = entryKey(e);
     const known = this.applied[e.index];
     if (known === undefined) {
@@ -204,7 +196,6 @@ export class Checker {
 
   /** onRestore records that `id` restored a snapshot of state `state` at `index`. */
   onRestore(id: NodeId, index: number, state: number): void {
-    this.checks.stateMachineSafety++;
     const known = this.appliedState[index];
     if (known !== undefined && known !== state) {
       throw new Violation('stateMachineSafety', `${id} restores a snapshot at ${index} whose state differs from what was applied`);
@@ -223,7 +214,6 @@ export class Checker {
 
   private checkDurability(views: readonly NodeView[]): void {
     if (this.maxAcked === 0) return;
-    this.checks.durability++;
     let holders = 0;
     for (const v of views) {
       const t = v.disk.durableTerm(this.maxAcked);
@@ -239,7 +229,6 @@ export class Checker {
   }
 
   onReadAnswered(id: NodeId, rs: ReadState): void {
-    this.checks.linearizableRead++;
     const context = String.fromCharCode(...rs.context);
     const floor = this.reads.get(context);
     if (floor === undefined) return;

@@ -414,74 +414,114 @@ class Simulation {
     if (up.length === 0) return;
     const leaders = up.filter((v) => v.node?.raft.role === 'leader');
     const s = this.clientRng.pick(leaders.length > 0 && this.clientRng.chance(0.8) ? leaders : up);
-    const node = s.node as RawNode;
     const roll = this.clientRng.float();
-    if (roll < 0.75) {
-      const count = this.clientRng.int(1, 4);
-      const data = Array.from({ length: count }, () => payload(`p${++this.nextPayload}`));
-      const r = node.propose(data);
-      this.trace(`propose ${s.id} ${count} ${r.ok ? `${r.firstIndex}-${r.lastIndex}` : r.code}`);
-      if (r.ok) data.forEach((d, k) => s.proposals.set(r.firstIndex + k, entryKey({ index: 0, term: r.term, data: d })));
-    } else if (roll < 0.95) {
-      const context = `r${++this.nextPayload}`;
-      const r = node.readIndex(payload(context));
-      this.trace(`read ${s.id} ${context} ${r.ok ? 'ok' : r.code}`);
-      if (r.ok) this.checker.onReadAsked(context);
-    } else {
-      const to = this.clientRng.pick(this.ids);
-      const r = node.transferLeadership(to);
-      this.trace(`transfer ${s.id} ${to} ${r.ok ? 'ok' : r.code}`);
-    }
+    if (roll < 0.75) this.propose(s);
+    else if (roll < 0.95) this.read(s);
+    else this.transfer(s);
     this.pump(s);
   }
 
+  private propose(s: Slot): void {
+    const count = this.clientRng.int(1, 4);
+    const data = Array.from({ length: count }, () => payload(`p${++this.nextPayload}`));
+    const r = (s.node as RawNode).propose(data);
+    this.trace(`propose ${s.id} ${count} ${r.ok ? `${r.firstIndex}-${r.lastIndex}` : r.code}`);
+    if (r.ok) data.forEach((d, k) => s.proposals.set(r.firstIndex + k, entryKey({ index: 0, term: r.term, data: d })));
+  }
+
+  private read(s: Slot): void {
+    const context = `r${++this.nextPayload}`;
+    const r = (s.node as RawNode).readIndex(payload(context));
+    this.trace(`read ${s.id} ${context} ${r.ok ? 'ok' : r.code}`);
+    if (r.ok) this.checker.onReadAsked(context);
+  }
+
+  private transfer(s: Slot): void {
+    const to = this.clientRng.pick(this.ids);
+    const r = (s.node as RawNode).transferLeadership(to);
+    this.trace(`transfer ${s.id} ${to} ${r.ok ? 'ok' : r.code}`);
+  }
+
   // ------------------------------------------------------------ faults
+
+  /** The fault menu, with the weight of each; one is drawn at every fault event. */
+  private readonly faults: [weight: number, inject: () => void][] = [
+    [15, () => this.partition()],
+    [10, () => this.isolate()],
+    [10, () => this.oneWay()],
+    [15, () => this.healLinks()],
+    [5, () => this.stallDisk()],
+    [7, () => this.degradeNetwork()],
+    [23, () => this.crashOne(this.faultRng.chance(0.5))],
+    [15, () => this.restartOne()],
+  ];
 
   private onFault(): void {
     this.trace('fault');
     if (this.phase !== 'faults') return;
     this.schedule(this.now + this.faultRng.int(...this.knobs.faultGap), { kind: 'fault' });
-    const f = this.faultRng;
-    const roll = f.float();
-    if (roll < 0.15) {
-      // A symmetric partition into two sides.
-      this.blocked.clear();
-      const side = new Set(this.ids.filter(() => f.chance(0.5)));
-      for (const a of this.ids) for (const b of this.ids) if (side.has(a) !== side.has(b)) this.blocked.add(`${a}>${b}`);
-      this.trace(`partition [${[...side]}]`);
-    } else if (roll < 0.25) {
-      // Isolate a node, most often a leader, so that leadership moves on.
-      const a = f.chance(0.7) ? (this.someLeader() ?? f.pick(this.ids)) : f.pick(this.ids);
-      for (const b of this.ids) if (b !== a) this.blocked.add(`${a}>${b}`).add(`${b}>${a}`);
-      this.trace(`isolate ${a}`);
-    } else if (roll < 0.35) {
-      // An asymmetric fault: a can no longer reach b, but b still reaches a.
-      const a = f.pick(this.ids);
-      const b = f.pick(this.ids.filter((x) => x !== a));
-      this.blocked.add(`${a}>${b}`);
-      this.trace(`oneway ${a}>${b}`);
-    } else if (roll < 0.5) {
-      this.blocked.clear();
-      this.trace('heal links');
-    } else if (roll < 0.55) {
-      // A disk stalls (or recovers): its node keeps stepping messages while a save waits.
-      const s = this.slot(f.pick(this.ids));
-      s.fsyncMax = f.pick([6, 6, 60, 300]);
-      this.trace(`disk ${s.id} fsync max ${s.fsyncMax}`);
-    } else if (roll < 0.62) {
-      this.dropRate = f.pick([0, 0.02, 0.1, 0.3]);
-      this.dupRate = f.pick([0, 0.05, 0.2]);
-      this.maxDelay = f.pick([8, 8, 30, 100]);
-      this.trace(`net drop ${this.dropRate} dup ${this.dupRate} delay ${this.maxDelay}`);
-    } else if (roll < 0.85) {
-      this.crashOne(f.chance(0.5));
-    } else {
-      const down = Array.from(this.slots.values()).filter((s) => s.node === null);
-      if (down.length > 0) {
-        const s = f.pick(down);
-        this.onRestart(s.id, s.gen);
-      }
+    let roll = this.faultRng.float() * this.faults.reduce((n, [w]) => n + w, 0);
+    for (const [weight, inject] of this.faults) {
+      roll -= weight;
+      if (roll < 0) return inject();
     }
+  }
+
+  /** partition splits the group into two sides that cannot reach each other. */
+  private partition(): void {
+    const f = this.faultRng;
+    this.blocked.clear();
+    const side = new Set(this.ids.filter(() => f.chance(0.5)));
+    for (const a of this.ids) for (const b of this.ids) if (side.has(a) !== side.has(b)) this.blocked.add(`${a}>${b}`);
+    this.trace(`partition [${[...side]}]`);
+  }
+
+  /** isolate cuts one node off, most often a leader, so that leadership moves on. */
+  private isolate(): void {
+    const f = this.faultRng;
+    const a = f.chance(0.7) ? (this.someLeader() ?? f.pick(this.ids)) : f.pick(this.ids);
+    this.cutOff(a);
+    this.trace(`isolate ${a}`);
+  }
+
+  /** oneWay is an asymmetric fault: a can no longer reach b, but b still reaches a. */
+  private oneWay(): void {
+    const a = this.faultRng.pick(this.ids);
+    const b = this.faultRng.pick(this.ids.filter((x) => x !== a));
+    this.blocked.add(`${a}>${b}`);
+    this.trace(`oneway ${a}>${b}`);
+  }
+
+  private healLinks(): void {
+    this.blocked.clear();
+    this.trace('heal links');
+  }
+
+  /** stallDisk slows (or restores) one disk: its node keeps stepping messages while a save waits. */
+  private stallDisk(): void {
+    const s = this.slot(this.faultRng.pick(this.ids));
+    s.fsyncMax = this.faultRng.pick([6, 6, 60, 300]);
+    this.trace(`disk ${s.id} fsync max ${s.fsyncMax}`);
+  }
+
+  /** degradeNetwork sets how often messages are dropped or duplicated, and how late (and so how reordered) they arrive. */
+  private degradeNetwork(): void {
+    const f = this.faultRng;
+    this.dropRate = f.pick([0, 0.02, 0.1, 0.3]);
+    this.dupRate = f.pick([0, 0.05, 0.2]);
+    this.maxDelay = f.pick([8, 8, 30, 100]);
+    this.trace(`net drop ${this.dropRate} dup ${this.dupRate} delay ${this.maxDelay}`);
+  }
+
+  private restartOne(): void {
+    const down = Array.from(this.slots.values()).filter((s) => s.node === null);
+    if (down.length === 0) return;
+    const s = this.faultRng.pick(down);
+    this.onRestart(s.id, s.gen);
+  }
+
+  private cutOff(a: NodeId): void {
+    for (const b of this.ids) if (b !== a) this.blocked.add(`${a}>${b}`).add(`${b}>${a}`);
   }
 
   /**
@@ -495,7 +535,7 @@ class Simulation {
 
   private onCut(id: NodeId): void {
     if (this.phase !== 'faults') return;
-    for (const b of this.ids) if (b !== id) this.blocked.add(`${id}>${b}`).add(`${b}>${id}`);
+    this.cutOff(id);
     this.trace(`cut ${id}`);
   }
 
