@@ -1,0 +1,127 @@
+/**
+ * Test support: the real server process, `node packages/node/dist/main.js`,
+ * configured only through `APL_` environment variables, on free ports of 127.0.0.1.
+ * Its addresses come from the `node_started` line it logs on stdout. Every process
+ * started here is killed when the test process exits, whatever happened.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { PRINCIPALS, testCerts } from './node.js';
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const MAIN_JS = join(REPO, 'packages/node/dist/main.js');
+
+/** Sources of the server whose compiled file is older than they are: the build is stale. */
+export function staleBuild(): string[] {
+  const stale: string[] = [];
+  for (const pkg of ['core', 'raft', 'node']) {
+    const src = join(REPO, 'packages', pkg, 'src');
+    for (const file of walk(src)) {
+      if (!file.endsWith('.ts') || file.endsWith('.test.ts') || file.endsWith('.d.ts')) continue;
+      const out = join(REPO, 'packages', pkg, 'dist', file.slice(src.length + 1).replace(/\.ts$/, '.js'));
+      if (!existsSync(out) || statSync(out).mtimeMs < statSync(file).mtimeMs) stale.push(file.slice(REPO.length + 1));
+    }
+  }
+  return stale;
+}
+
+function walk(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? walk(join(dir, d.name)) : [join(dir, d.name)]));
+}
+
+/** The environment of a standalone node on `dataDir`: test CA and certificate, the test principals, ports 0. */
+export function nodeEnv(dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  const certs = testCerts();
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => !k.startsWith('APL_') && v !== undefined)) as Record<string, string>;
+  return {
+    ...inherited,
+    APL_DATA_DIR: dataDir,
+    APL_HOST: '127.0.0.1',
+    APL_AGENT_PORT: '0',
+    APL_ADMIN_PORT: '0',
+    APL_TLS_CA: certs.ca,
+    APL_TLS_CERT: certs.cert,
+    APL_TLS_KEY: certs.key,
+    APL_DEV_SETUP: 'false',
+    APL_ADMIN_PRINCIPALS: JSON.stringify(PRINCIPALS),
+    APL_LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
+export interface NodeProcess {
+  pid: number;
+  agentUrl: string;
+  adminUrl: string;
+  /** Settles when the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  alive(): boolean;
+  /** Sends SIGKILL and waits for the exit. */
+  kill(): Promise<void>;
+  /** The last lines of stdout and stderr, for a failure message. */
+  output(): string;
+}
+
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of running) c.kill('SIGKILL');
+});
+
+const LINES_KEPT = 40;
+
+/** Spawns the server with `env` and resolves once it has logged `node_started`. */
+export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number } = {}): Promise<NodeProcess> {
+  const child = spawn(process.execPath, [MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  // The node logs a line per request; the lines about its state are kept apart so they are not crowded out.
+  const tail: string[] = [];
+  const events: string[] = [];
+  const keep = (stream: string) => (line: string) => {
+    const kept = line.includes('"event":"request"') ? tail : events;
+    kept.push(`${stream}: ${line}`);
+    if (kept.length > LINES_KEPT) kept.shift();
+  };
+  createInterface({ input: child.stderr! }).on('line', keep('stderr'));
+  const stdout = createInterface({ input: child.stdout! });
+  stdout.on('line', keep('stdout'));
+  let exitedWith: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => {
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      exitedWith = { code, signal };
+      r(exitedWith);
+    });
+  });
+  const output = () => [...events, '...', ...tail.slice(-5)].join('\n');
+  return new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the node did not start in ${opts.startTimeoutMs ?? 15_000} ms\n${output()}`));
+    }, opts.startTimeoutMs ?? 15_000);
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`the node exited before it started (code ${code}, signal ${signal})\n${output()}`));
+    });
+    stdout.on('line', (line) => {
+      if (!line.includes('"node_started"')) return;
+      const m = JSON.parse(line) as { event?: string; agent?: string; admin?: string };
+      if (m.event !== 'node_started' || !m.agent || !m.admin) return;
+      clearTimeout(timer);
+      resolvePromise({
+        pid: child.pid!,
+        agentUrl: m.agent,
+        adminUrl: m.admin,
+        exited,
+        alive: () => exitedWith === null,
+        kill: async () => {
+          if (exitedWith === null) child.kill('SIGKILL');
+          await exited;
+        },
+        output,
+      });
+    });
+  });
+}
