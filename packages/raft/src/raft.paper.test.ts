@@ -132,6 +132,44 @@ t.test('each server votes for at most one candidate per term, first come first s
   }
 });
 
+t.test('a follower restarts its election timer only when it grants a vote or hears from the leader (Figure 2)', async (t) => {
+  // Its log ends (2, 2): a candidate of term 3 whose log ends (1, 1) is refused.
+  const r = newRaft('a', ABC, boot(ents([1, 2]), { term: 2 }));
+  for (let k = 0; k < 5; k++) r.tick();
+  r.step(msg({ type: 'vote', from: 'b', to: 'a', term: 3, index: 1, logTerm: 1 }));
+  t.equal(r.term, 3, 'the new term is adopted');
+  t.equal(r.electionElapsed, 5, 'but refusing the vote does not restart the timer');
+  r.step(msg({ type: 'vote', from: 'c', to: 'a', term: 4, index: 2, logTerm: 2 }));
+  t.equal(r.vote, 'c');
+  t.equal(r.electionElapsed, 0, 'granting a vote restarts it');
+  for (let k = 0; k < 3; k++) r.tick();
+  r.step(msg({ type: 'heartbeat', from: 'c', to: 'a', term: 4 }));
+  t.equal(r.electionElapsed, 0, 'hearing from the leader restarts it');
+});
+
+t.test('without pre-vote, candidates with stale logs do not hold back those that can win (§5.2, §5.4.1)', async (t) => {
+  // Logs strictly ordered s1 > s2 > s3 > s4 > s5: s4 and s5 can never win, yet they time
+  // out and campaign in higher terms as often as the others.
+  const logs: Record<string, number[]> = { s1: [1, 2, 2, 2], s2: [1, 2, 2], s3: [1, 2], s4: [1, 1], s5: [1] };
+  let worst = 0;
+  for (let seed = 1; seed <= 30; seed++) {
+    const net = new Network(Object.keys(logs), { preVote: false });
+    for (const [id, terms] of Object.entries(logs)) {
+      const store = new MemoryLogStore();
+      store.saveSync({ hardState: { term: 2, vote: null, commit: 1 }, snapshot: null, entries: ents(terms), mustSync: true });
+      net.start(id, store, { random: seeded(seed * 10 + Number(id.slice(1))) });
+    }
+    let ticks = 0;
+    while (net.leader() === null && ticks < 1000) {
+      net.tickAll(1);
+      ticks++;
+    }
+    t.ok(['s1', 's2', 's3'].includes(net.leader() ?? ''), `seed ${seed}: ${net.leader()} leads after ${ticks} ticks`);
+    worst = Math.max(worst, ticks);
+  }
+  t.ok(worst <= 30, `every election ended within ${worst} ticks, three election timeouts`);
+});
+
 t.test('a candidate that hears from a leader of its term or later reverts to follower (§5.2)', async (t) => {
   for (const term of [1, 2]) {
     const r = newRaft('a', ABC);

@@ -233,7 +233,13 @@ export class Raft {
     // A granted pre-vote carries the term we would campaign in; we move there only by winning.
     if (m.type === 'preVoteResp' && !m.reject) return true;
     const fromLeader = m.type === 'app' || m.type === 'heartbeat' || m.type === 'snap';
+    const elapsed = this.electionElapsed;
     this.becomeFollower(m.term, fromLeader ? m.from : null);
+    // "If election timeout elapses without receiving AppendEntries RPC from current leader
+    // or granting vote to candidate: convert to candidate" (Figure 2). A new term alone
+    // does not restart the timer: otherwise every hopeless candidate would hold back the
+    // one node whose log could win, and without pre-vote elections could go on for long.
+    if (!fromLeader) this.electionElapsed = elapsed;
     return true;
   }
 
