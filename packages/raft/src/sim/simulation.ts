@@ -28,8 +28,15 @@ export interface SimOptions {
   faultTicks?: number;
   /** after healing, a stable leader must emerge within this many ticks (default 100). */
   leaderTicks?: number;
-  /** after healing, a new proposal must be applied on every node within this many ticks (default 300). */
-  livenessTicks?: number;
+  /**
+   * after healing, until a new proposal is applied on every node, the group must make
+   * progress (an entry made durable, committed or applied somewhere) at least every this
+   * many ticks (default 100).
+   * A backlog of entries may take long to replicate; a group that stops moving is stuck.
+   */
+  stallTicks?: number;
+  /** after healing, a new proposal must be applied everywhere within this many ticks in any case (default 3000). */
+  recoveryTicks?: number;
   /** builds nodes; tests pass deliberately broken variants. */
   factory?: NodeFactory;
   /** a deliberately broken driver that sends a Ready's messages before persisting it. */
@@ -121,8 +128,12 @@ class Simulation {
   private readonly faultEnd: number;
   private readonly deadline: number;
   private readonly leaderDeadline: number;
+  private readonly stall: number;
   /** when a stable leader was first seen after healing, or -1. */
   private leaderAt = -1;
+  /** the group's progress (commits and applies, summed) and when it last grew. */
+  private progress = 0;
+  private progressAt = 0;
 
   private now = 0;
   private seq = 0;
@@ -164,8 +175,9 @@ class Simulation {
     this.checker = new Checker(Math.floor(n / 2) + 1);
     this.factory = opts.factory ?? ((c, b) => new RawNode(c, b));
     this.faultEnd = (opts.faultTicks ?? 1000) * TICK;
-    this.deadline = this.faultEnd + (opts.livenessTicks ?? 300) * TICK;
+    this.deadline = this.faultEnd + (opts.recoveryTicks ?? 3000) * TICK;
     this.leaderDeadline = this.faultEnd + (opts.leaderTicks ?? 100) * TICK;
+    this.stall = (opts.stallTicks ?? 100) * TICK;
     for (const id of this.ids) {
       this.slots.set(id, {
         id,
@@ -582,6 +594,18 @@ class Simulation {
     }
     if (this.now > this.deadline) {
       throw new Violation('liveness', `no new entry applied on every node within ${(this.deadline - this.healedAt) / TICK} ticks of healing [${st()}]`);
+    }
+    // Replication counts as progress: after a change of leader nothing commits until its
+    // own entry reaches a quorum, however long the backlog of earlier terms before it.
+    const progress = this.views().reduce((n, v) => {
+      const log = v.node?.raft.log;
+      return log === undefined ? n : n + log.persisted + log.committed + log.applied;
+    }, 0);
+    if (progress > this.progress || this.progressAt < this.healedAt) {
+      this.progress = progress;
+      this.progressAt = this.now;
+    } else if (this.now - this.progressAt > this.stall) {
+      throw new Violation('liveness', `nothing replicated, committed or applied for ${this.stall / TICK} ticks after healing [${st()}]`);
     }
     this.schedule(this.now + TICK, { kind: 'probe' });
     const m = this.marker;
