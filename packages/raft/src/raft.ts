@@ -89,9 +89,12 @@ export class Raft {
     }
     this.log = RaftLog.boot(boot.snapshot, boot.entries, boot.hardState.commit);
     const applied = config.applied ?? this.log.offset;
-    if (applied < this.log.offset || applied > this.log.committed) {
-      throw new RangeError(`raft: applied ${applied} must be within [${this.log.offset}, ${this.log.committed}]`);
+    if (applied < this.log.offset || applied > this.log.lastIndex()) {
+      throw new RangeError(`raft: applied ${applied} must be within the stored log [${this.log.offset}, ${this.log.lastIndex()}]`);
     }
+    // The stored commit index may lag (it is written without fsync), but whatever the
+    // application applied was committed.
+    this.log.commitTo(applied);
     this.log.applied = applied;
     this.becomeFollower(boot.hardState.term, null);
     this.vote = boot.hardState.vote;

@@ -208,6 +208,14 @@ t.test('malformed input', async (t) => {
     t.throws(() => new RawNode(config('a', ABC), boot([], { term: 1, commit: 1 }, snapshot)), /members/);
   });
 
+  t.test('an applied index from the application may exceed the stored commit, but not the stored log', async (t) => {
+    const b = boot(ents([1, 1, 1]), { term: 1, commit: 1 });
+    const n = new RawNode(config('a', ABC, { applied: 3 }), b);
+    t.match(n.status(), { commit: 3, applied: 3 });
+    t.notOk(n.hasReady() && n.ready().committedEntries.length > 0, 'nothing is applied twice');
+    t.throws(() => new RawNode(config('a', ABC, { applied: 4 }), b), /applied 4/);
+  });
+
   t.test('compact beyond the applied index is a caller bug and throws', async (t) => {
     const net = new Network(['solo']);
     net.campaign('solo');

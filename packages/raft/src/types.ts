@@ -219,7 +219,10 @@ export interface Config {
   maxCommittedSizePerReady?: number;
   /** the only source of randomness: returns a number in [0, 1). */
   random: () => number;
-  /** the index the application has already applied on restart (default: the snapshot's index). */
+  /**
+   * the index the application has already applied on restart (default: the snapshot's
+   * index). It may exceed the stored commit index, which is written without fsync.
+   */
   applied?: number;
 }
 
