@@ -4,6 +4,7 @@
 import t from 'tap';
 import { apply, chainLink, createLedger, GENESIS_HASH } from './apply.js';
 import { stateHash } from './snapshot.js';
+import { LIMITS } from './schema.js';
 import { AGENT_A, AGENT_B, Harness, intent, ISSUER, KEY_ID, OPERATOR, PUBLIC_KEY, verdictOf } from './testing.js';
 import { outcomeView } from './views.js';
 
@@ -152,4 +153,17 @@ t.test('unbinding an agent or removing its trust root stops its intents at the c
   t.equal(verdictOf(h.run(intent())), 'attestation');
   h.admin('UnbindAgent', { agent: AGENT_A });
   t.equal(verdictOf(h.run(intent())), 'unknown_agent');
+});
+
+t.test('a party owes at most LIMITS.obligationsOwedMax obligations; beyond it nothing is recorded', async (t) => {
+  const h = Harness.bootstrap({ rules: [{ id: 'R-buy', modality: 'permission', priority: 1, match: { action: 'purchase.*' }, basis: 'b',
+    obligations: [{ id: 'O-receipt', action: 'receipt.attach', deadline_ticks: 5 }] }] });
+  for (let i = 0; i < LIMITS.obligationsOwedMax; i++) h.ok(intent({ transaction: `txn_o${i}`, entries: [] }));
+  const before = stateHash(h.ledger.state);
+  const a = h.run(intent({ transaction: 'txn_over', entries: [] }));
+  t.same(a.result, { ok: false, error: { error: 'substrate_rejected', kind: 'validation',
+    message: `The party already owes ${LIMITS.obligationsOwedMax} obligations; this intent would add 1, beyond the limit of ${LIMITS.obligationsOwedMax}. Discharge some first.` } });
+  t.equal(stateHash(h.ledger.state), before);
+  h.ok(intent({ transaction: 'txn_discharge', entries: [], action: { action: 'receipt.attach', bindings: { obligation: 'obl_txn_o0_O-receipt' } } }));
+  t.equal(verdictOf(h.run(intent({ transaction: 'txn_over', entries: [] }))), 'Permitted', 'a discharge makes room');
 });

@@ -8,7 +8,8 @@
  *      grants the action;
  *   3. the pinned policy is the one in force;
  *   4. the substrate laws hold (mandate charges in one currency, conservation,
- *      accounts, usage chain);
+ *      accounts, usage chain; and, for a posting that creates obligations, the
+ *      party owes no more than LIMITS.obligationsOwedMax at once);
  *   5. the normative law gives the verdict; a refusal is recorded, a permission posts.
  * Steps 1 to 4 record nothing when they refuse. Every check runs before any mutation.
  */
@@ -19,6 +20,7 @@ import type { SubmitIntent } from './ops.js';
 import { grantingCapability, matchesPattern } from './patterns.js';
 import type { Facts } from './policy/conditions.js';
 import { judge } from './policy/evaluate.js';
+import { LIMITS } from './schema.js';
 import type { Outcome, Policy, State, TransactionRecord } from './state.js';
 import { commitUsage, planUsage } from './usage.js';
 
@@ -71,6 +73,11 @@ export function applyIntent(state: State, op: SubmitIntent, logIndex: number): R
   };
   const j = judge(state, policy, facts);
   const posted = j.verdict === 'Permitted';
+  const owed = state.owed.get(party)?.size ?? 0;
+  const owing = posted && j.permission ? j.permission.obligations.length : 0;
+  if (owing > 0 && owed + owing > LIMITS.obligationsOwedMax) {
+    return substrate(`The party already owes ${owed} obligations; this intent would add ${owing}, beyond the limit of ${LIMITS.obligationsOwedMax}. Discharge some first.`);
+  }
   let created: string[] = [];
   if (posted) {
     commitPostings(postings.plans);

@@ -18,6 +18,11 @@ export const LIMITS = {
   capabilitiesCountMax: 64,
   idLengthMax: 128,
   commentLengthMax: 1024,
+  /**
+   * Obligations one party may owe at once. Every outcome lists what the party owes,
+   * so this bounds the size of an outcome and of its record.
+   */
+  obligationsOwedMax: 256,
 } as const;
 
 /** An exact integer in [lo, hi], returned as `bigint`. */
