@@ -29,14 +29,35 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
       if (!/^application\/json\s*(;|$)/i.test(type)) {
         return next(new ApiError('malformed_request', 'The body must be JSON (Content-Type: application/json).'));
       }
+      let body: unknown;
       try {
-        req.body = parseJson(raw.toString('utf8'));
-        next();
+        body = parseJson(raw.toString('utf8'));
       } catch (err) {
-        next(new ApiError('malformed_request', `The body is not valid JSON: ${(err as JsonSyntaxError).message}.`));
+        return next(new ApiError('malformed_request', `The body is not valid JSON: ${(err as JsonSyntaxError).message}.`));
       }
+      const at = nonFinite(body, []);
+      if (at !== null) {
+        return next(new ApiError('malformed_request', 'The body holds a number too large to represent.', { issues: [{ path: at, message: 'is too large to represent' }] }));
+      }
+      req.body = body;
+      next();
     },
   ];
+}
+
+/**
+ * The dotted path of the first number that parsed to Infinity (`1e400` is valid JSON
+ * syntax but no double), or null. Such a value has no canonical form, so it could
+ * never be hashed or written to the log.
+ */
+function nonFinite(value: unknown, path: string[]): string | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? null : path.join('.');
+  if (value === null || typeof value !== 'object') return null;
+  for (const [k, v] of Object.entries(value)) {
+    const found = nonFinite(v, [...path, k]);
+    if (found !== null) return found;
+  }
+  return null;
 }
 
 /** Parses a request value with a schema, or throws 400 malformed_request listing each problem. */
@@ -75,9 +96,15 @@ export function errorHandler(log: Logger): (err: unknown, req: Request, res: Res
 
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  const e = err as { type?: string; status?: number; expose?: boolean };
-  if (e?.type === 'entity.too.large') return new ApiError('payload_too_large', 'The body is larger than this node accepts.');
-  if (e?.status && e.status >= 400 && e.status < 500 && e.expose) return new ApiError('malformed_request', 'The request could not be read.');
+  const e = err as { type?: string; status?: number };
+  if (e?.type === 'entity.too.large') {
+    const limit = (err as { limit?: unknown }).limit;
+    return new ApiError('payload_too_large', `The body is larger than the ${typeof limit === 'number' ? `${limit} bytes` : 'size'} this node accepts.`);
+  }
+  // The router decodes path parameters and answers a bad escape (`%ZZ`) with a plain
+  // URIError marked 400 but not `expose`: it is the client's input, never a 500.
+  if (err instanceof URIError) return new ApiError('malformed_request', 'The request path is not valid percent-encoding.');
+  if (e?.status && e.status >= 400 && e.status < 500) return new ApiError('malformed_request', 'The request could not be read.');
   return new ApiError('internal_error', 'The server could not complete the request.');
 }
 
