@@ -11,19 +11,26 @@
 import express, { type Request, type Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
-  dryRun, mayPropose, policyView, roleRefusal, stateHash, usageReport, accountView,
+  AgentUri, Issuer, PolicyId, dryRun, mayPropose, policyView, roleRefusal, stateHash, usageReport, accountView,
   type AdminOperation, type Applied, type Operation, type Principal, type Role, type State,
 } from '@apl/core';
 import type { Status } from '@apl/raft';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
-import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
+import { z } from 'zod';
+import { errorHandler, jsonBody, notFound, observe, parseRequest, readBackIssues, sendJson } from './http.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import {
   AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, PartyRequest, PolicyRequest, TransferRequest,
   TrustRootRequest, UsageRequest,
 } from './wire.js';
+
+// Path parameters that name what a mutation changes. They go into the log, so they
+// are held to the log's own field schemas before anything is proposed.
+const IssuerParam = z.strictObject({ issuer: Issuer });
+const AgentParam = z.strictObject({ agent_uri: AgentUri });
+const PolicyParam = z.strictObject({ id: PolicyId });
 
 /** An admin operation before the caller and the version are filled in. */
 type Unsigned<T> = T extends unknown ? Omit<T, 'v' | 'by'> : never;
@@ -85,6 +92,8 @@ export function adminApp(o: AdminOptions): express.Express {
     const by = res.locals.principal as Principal;
     const full = { ...op, v: 1, by } as AdminOperation;
     if (!mayPropose(by, full.type)) throw new ApiError('forbidden', roleRefusal(by, full.type));
+    const issues = readBackIssues(full);
+    if (issues.length > 0) throw new ApiError('malformed_request', `The ${full.type} operation is not valid.`, { issues });
     const applied = await o.node.submit(full);
     if (!applied.result.ok) throw ApiError.from(applied.result.error);
     sendJson(res, created ? 201 : 200, applied.result.value);
@@ -104,7 +113,10 @@ export function adminApp(o: AdminOptions): express.Express {
     }
     await mutate(res, { type: 'AddTrustRoot', issuer: r.issuer, public_key, key_id: paserkId(public_key) }, true);
   });
-  app.delete('/admin/v1/trust-roots/:issuer', async (req, res) => mutate(res, { type: 'RemoveTrustRoot', issuer: req.params.issuer! }, false));
+  app.delete('/admin/v1/trust-roots/:issuer', async (req, res) => {
+    const { issuer } = parseRequest(IssuerParam, req.params, 'path');
+    await mutate(res, { type: 'RemoveTrustRoot', issuer }, false);
+  });
   app.get('/admin/v1/trust-roots', async (req, res) => {
     const s = await read(req);
     sendJson(res, 200, { trust_roots: [...s.trustRoots.values()].map((t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key })) });
@@ -116,7 +128,10 @@ export function adminApp(o: AdminOptions): express.Express {
     sendJson(res, 200, { parties: [...s.parties.keys()].map((id) => ({ id })) });
   });
   app.post('/admin/v1/agents', ...body, async (req, res) => mutate(res, { type: 'BindAgent', ...parseRequest(BindingRequest, req.body, 'agent binding') }, true));
-  app.delete('/admin/v1/agents/:agent_uri', async (req, res) => mutate(res, { type: 'UnbindAgent', agent: req.params.agent_uri! }, false));
+  app.delete('/admin/v1/agents/:agent_uri', async (req, res) => {
+    const { agent_uri } = parseRequest(AgentParam, req.params, 'path');
+    await mutate(res, { type: 'UnbindAgent', agent: agent_uri }, false);
+  });
   app.get('/admin/v1/agents', async (req, res) => {
     const s = await read(req);
     sendJson(res, 200, { agents: [...s.agents].map(([agent, party]) => ({ agent, party })) });
@@ -137,8 +152,9 @@ export function adminApp(o: AdminOptions): express.Express {
   app.post('/admin/v1/policies', ...body, async (req, res) => mutate(res, { type: 'DraftPolicy', ...parseRequest(PolicyRequest, req.body, 'policy') }, true));
   for (const [step, type] of [['review', 'ReviewPolicy'], ['approve', 'ApprovePolicy'], ['activate', 'ActivatePolicy']] as const) {
     app.post(`/admin/v1/policies/:id/${step}`, ...body, async (req, res) => {
+      const { id } = parseRequest(PolicyParam, req.params, 'path');
       const r = parseRequest(LifecycleRequest, req.body ?? {}, `${step} request`);
-      await mutate(res, { type, id: String(req.params.id), ...r }, false);
+      await mutate(res, { type, id, ...r }, false);
     });
   }
   app.get('/admin/v1/policies', async (req, res) => {

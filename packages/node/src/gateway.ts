@@ -18,9 +18,9 @@ import {
   type Applied, type IntentResult, type Operation, type State,
 } from '@apl/core';
 import { z } from 'zod';
-import type { Attestor } from './attest.js';
+import type { Attested, Attestor } from './attest.js';
 import { ApiError } from './errors.js';
-import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
+import { errorHandler, jsonBody, notFound, observe, parseRequest, readBackIssues, sendJson } from './http.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { intentEnvelope, type IntentEnvelope } from './wire.js';
@@ -136,13 +136,12 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
     throw new ApiError('invalid_agent_uri', `${JSON.stringify(env.agent)} is not an agent URI (agent://<authority>/agent/<agent_id>).`);
   }
   if (env.attestation === undefined || env.attestation === '') throw new ApiError('unknown_agent', 'No attestation was presented.');
-  const v = await o.attestor.verify(env.attestation);
-  if (!v.ok) throw new ApiError('attestation', v.message);
-  if (v.attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
+  const attested = await attest(o, env.attestation);
+  if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
   const state = o.node.state();
   const party = state.agents.get(env.agent);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
-  if (grantingCapability(v.attested.capabilities, env.action.action) === null) {
+  if (grantingCapability(attested.capabilities, env.action.action) === null) {
     throw new ApiError('capability_mapping', `The attestation grants no capability for action ${env.action.action}.`);
   }
   const recorded = state.transactions.get(env.transaction);
@@ -166,13 +165,35 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
     justification_hash: createHash('sha256').update(env.justification, 'utf8').digest('hex'),
     policy: env.policy,
     authority: {
-      issuer: v.attested.issuer,
-      key_id: v.attested.key_id,
-      token_id: v.attested.token_id,
-      capabilities: v.attested.capabilities,
+      issuer: attested.issuer,
+      key_id: attested.key_id,
+      token_id: attested.token_id,
+      capabilities: attested.capabilities,
     },
   };
+  refuseUnreadable(op);
   answerIntent(res, await o.node.submit(op), o.node.state());
+}
+
+/** Verifies an attestation, or throws 403 `attestation`. */
+async function attest(o: GatewayOptions, token: string): Promise<Attested> {
+  const v = await o.attestor.verify(token);
+  if (!v.ok) throw new ApiError('attestation', v.message);
+  return v.attested;
+}
+
+/**
+ * Refuses an operation the log could not read back. The envelope's schema already
+ * holds every field the agent wrote to the log's limits, so what can still fail is
+ * what the attestation contributed (a capability longer than the log records).
+ */
+function refuseUnreadable(op: Operation): void {
+  const issues = readBackIssues(op);
+  if (issues.length === 0) return;
+  if (issues.every((i) => i.path.startsWith('authority.'))) {
+    throw new ApiError('attestation', 'The attestation was rejected: its claims exceed what the ledger records (a cap entry of at most 128 characters, a jti of at most 256).');
+  }
+  throw new ApiError('malformed_request', 'The intent envelope is not valid.', { issues });
 }
 
 /** The gateway's pin check before proposing: `stale_policy`, or `no_active_policy`. */
@@ -199,13 +220,12 @@ async function reader<S extends z.ZodType>(o: GatewayOptions, req: Request, res:
   const header = req.headers.authorization;
   const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!m) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
-  const v = await o.attestor.verify(m[1]!);
-  if (!v.ok) throw new ApiError('attestation', v.message);
+  const attested = await attest(o, m[1]!);
   const local = (query as { consistency?: string }).consistency === 'local';
   if (!local) await o.node.readBarrier();
   res.set('Consistency', local ? 'local' : 'linearizable');
   const state = o.node.state();
-  const party = state.agents.get(v.attested.subject);
-  if (party === undefined) throw new ApiError('unknown_agent', `The agent ${v.attested.subject} is not bound to a party.`);
+  const party = state.agents.get(attested.subject);
+  if (party === undefined) throw new ApiError('unknown_agent', `The agent ${attested.subject} is not bound to a party.`);
   return { party, state, query };
 }
