@@ -191,8 +191,15 @@ export function adminApp(o: AdminOptions): express.Express {
     const by = res.locals.principal as Principal;
     if (!by.roles.includes('operator')) throw new ApiError('forbidden', `${by.name} may not transfer leadership (it needs the operator role).`);
     const r = parseRequest(TransferRequest, req.body, 'transfer request');
+    const { status, members } = o.node.cluster();
+    if (!members.some((m) => m.id === r.to)) {
+      throw new ApiError('invalid_transition', `${r.to} is not a member of the group (members: ${members.map((m) => m.id).join(', ')}).`, { id: r.to });
+    }
+    // Asking the primary to hand over to itself asks for what already holds: nothing
+    // moves, and the answer says so (200) rather than promising a transfer (202).
+    if (r.to === status.id && status.role === 'leader') return sendJson(res, 200, { leader: status.id, transferring_to: null });
     o.node.transferLeadership(r.to);
-    sendJson(res, 202, { transferring_to: r.to });
+    sendJson(res, 202, { leader: status.leader, transferring_to: r.to });
   });
 
   app.get('/admin/v1/log/digest', async (req, res) => {

@@ -193,7 +193,17 @@ export function adminDocument(): Json {
       },
       '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Members, roles, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(['unauthorized']) } } },
       '/admin/v1/cluster/transfer-leadership': {
-        post: { operationId: 'transferLeadership', summary: 'Ask the primary to hand over to a member (operator).', requestBody: body('TransferRequest'), responses: { 202: { description: 'Transfer started.' }, ...errors(['malformed_request', 'unauthorized', 'forbidden', 'invalid_transition', 'not_primary']) } },
+        post: {
+          operationId: 'transferLeadership',
+          summary: 'Ask the primary to hand over to a member (operator).',
+          description: 'Naming the member that already leads changes nothing and answers 200 with transferring_to null; on a standalone node (a group of one) that is the only member there is. Naming a member that is not in the group is 409 invalid_transition.',
+          requestBody: body('TransferRequest'),
+          responses: {
+            200: json('Transfer', 'The member named already leads; nothing moves.'),
+            202: json('Transfer', 'The transfer started; follow it on GET /admin/v1/cluster.'),
+            ...errors(['malformed_request', 'unauthorized', 'forbidden', 'invalid_transition', 'not_primary']),
+          },
+        },
       },
       '/admin/v1/log/digest': { get: { operationId: 'getDigest', summary: 'The hash-chain head (ledger digest), the applied index and the state hash.', responses: { 200: json('Digest', 'The digest.'), ...errors(['unauthorized']) } } },
       '/admin/v1/log/export': {
@@ -215,7 +225,7 @@ export function adminDocument(): Json {
         {
           TrustRoot: w.TrustRootView, Party: w.PartyView, Binding: w.BindingView, AccountBalance: w.AccountBalance,
           AdminUsageReport: w.AdminUsageReport, Policy: w.PolicyView, DryRunReport: w.DryRunReport, Cluster: w.ClusterView,
-          Digest: w.DigestView, Error: w.ErrorBody,
+          Digest: w.DigestView, Transfer: w.TransferView, Error: w.ErrorBody,
         },
       ),
     },

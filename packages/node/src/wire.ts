@@ -143,7 +143,11 @@ export const DryRunReport = z.strictObject({
   decided_by_obligations: z.number().int(),
   changed: z.array(z.strictObject({ transaction: z.string(), recorded: Verdict, would_be: Verdict, winning_rule: z.string(), basis: z.string().optional() })),
 });
-export const TransferRequest = z.strictObject({ to: z.string().min(1) });
+export const TransferRequest = z.strictObject({ to: z.string({ error: 'must be a member id' }).min(1, 'must be a member id').max(32, 'must be a member id') });
+export const TransferView = z.strictObject({
+  leader: z.string().nullable().meta({ description: 'The member that leads as the request is answered.' }),
+  transferring_to: z.string().nullable().meta({ description: 'The member leadership is being handed to; null when it already leads.' }),
+});
 export const ClusterView = z.strictObject({
   node: z.string(),
   role: z.string(),
