@@ -48,9 +48,11 @@ export interface GatewayOptions {
 }
 
 const USAGE_ID = /^usage_[A-Za-z0-9][A-Za-z0-9_.:-]{0,121}$/;
-const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local']).optional() });
-const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text']).optional() });
-const ObligationsQuery = ReadQuery.extend({ state: z.enum(['owed', 'open', 'breached', 'discharged', 'all']).optional() });
+const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
+const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text'], { error: 'must be json or text' }).optional() });
+const ObligationsQuery = ReadQuery.extend({
+  state: z.enum(['owed', 'open', 'breached', 'discharged', 'all'], { error: 'must be owed, open, breached, discharged or all' }).optional(),
+});
 
 export function agentApp(o: GatewayOptions): express.Express {
   const app = express();

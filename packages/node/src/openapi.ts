@@ -6,11 +6,15 @@
  */
 import { z } from 'zod';
 import { LIMITS, stringifyJson } from '@apl/core';
+import { ConfigSchema } from './config.js';
 import { STATUS, type ErrorCode } from './errors.js';
 import * as w from './wire.js';
 
 type Schemas = Record<string, z.ZodType>;
 type Json = Record<string, unknown>;
+
+/** The limits a node has unless its configuration says otherwise. */
+const LIMIT_DEFAULTS = ConfigSchema.parse({}).limits;
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -51,7 +55,7 @@ const consistency = {
   name: 'consistency', in: 'query', required: false, schema: { type: 'string', enum: ['linearizable', 'local'] },
   description: 'linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which.',
 };
-const READ_ERRORS: ErrorCode[] = ['malformed_request', 'unknown_agent', 'attestation', 'commit_unavailable'];
+const READ_ERRORS: ErrorCode[] = ['malformed_request', 'unknown_agent', 'attestation', 'gateway_error', 'commit_unavailable'];
 
 export function agentDocument(): Json {
   const bearer = [{ attestation: [] }];
@@ -67,6 +71,9 @@ export function agentDocument(): Json {
         post: {
           operationId: 'submitIntent',
           summary: 'Submit an intent: judged at the commit point, posted or recorded as a refusal.',
+          description: `Limits of one node: a body above limits.body_bytes_max (default ${LIMIT_DEFAULTS.body_bytes_max} bytes) is refused with 413 payload_too_large; `
+            + `more entries than limits.entries_per_intent_max (default ${LIMIT_DEFAULTS.entries_per_intent_max}, at most ${LIMITS.entriesCountMax}) with 400 malformed_request; `
+            + `at most ${LIMITS.evidenceCountMax} evidence digests. Both refusals record nothing.`,
           requestBody: body('IntentEnvelope'),
           responses: {
             200: {
@@ -147,13 +154,13 @@ export function agentDocument(): Json {
 export function adminDocument(): Json {
   const tag = (t: string) => ({ tags: [t] });
   const create = (id: string, summary: string, req: string, res: string, codes: ErrorCode[]) => ({
-    post: { operationId: id, summary, ...tag(id), requestBody: body(req), responses: { 201: json(res, 'Created.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'already_exists', ...codes, 'commit_unavailable', 'gateway_error', 'not_primary']) } },
+    post: { operationId: id, summary, ...tag(id), requestBody: body(req), responses: { 201: json(res, 'Created.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'already_exists', ...codes, 'payload_too_large', 'commit_unavailable', 'gateway_error', 'not_primary']) } },
   });
   const lifecycle = (step: string) => ({
     post: {
       operationId: `${step}Policy`, summary: `${step} a policy (four eyes: the reviewer is not the author; the approver is neither).`,
       parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('LifecycleRequest'),
-      responses: { 200: json('Policy', 'The policy after the step.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'unknown_policy', 'invalid_transition', 'commit_unavailable', 'gateway_error', 'not_primary']) },
+      responses: { 200: json('Policy', 'The policy after the step.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'unknown_policy', 'invalid_transition', 'payload_too_large', 'commit_unavailable', 'gateway_error', 'not_primary']) },
     },
   });
   const list = (id: string, summary: string, item: string, key: string) => ({
@@ -189,7 +196,7 @@ export function adminDocument(): Json {
       '/admin/v1/policies/{id}/approve': lifecycle('approve'),
       '/admin/v1/policies/{id}/activate': lifecycle('activate'),
       '/admin/v1/policies/{id}/dry-run': {
-        post: { operationId: 'dryRunPolicy', summary: 'Judge the last N recorded intents under this policy\'s rules, read-only.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(['malformed_request', 'unauthorized', 'unknown_policy', 'invalid_policy']) } },
+        post: { operationId: 'dryRunPolicy', summary: 'Judge the last N recorded intents under this policy\'s rules, read-only.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(['malformed_request', 'unauthorized', 'unknown_policy', 'invalid_policy', 'payload_too_large']) } },
       },
       '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Members, roles, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(['unauthorized']) } } },
       '/admin/v1/cluster/transfer-leadership': {
@@ -201,7 +208,7 @@ export function adminDocument(): Json {
           responses: {
             200: json('Transfer', 'The member named already leads; nothing moves.'),
             202: json('Transfer', 'The transfer started; follow it on GET /admin/v1/cluster.'),
-            ...errors(['malformed_request', 'unauthorized', 'forbidden', 'invalid_transition', 'not_primary']),
+            ...errors(['malformed_request', 'unauthorized', 'forbidden', 'invalid_transition', 'payload_too_large', 'not_primary']),
           },
         },
       },

@@ -22,7 +22,7 @@ export function intentEnvelope(entriesMax: number) {
     meter_usage: UsageMove.optional(),
     bill_usage: UsageMove.optional(),
     action: Action,
-    evidence: z.array(Sha256Hex).max(LIMITS.evidenceCountMax),
+    evidence: z.array(Sha256Hex).max(LIMITS.evidenceCountMax, `at most ${LIMITS.evidenceCountMax} evidence digests per intent`),
     justification: z.string().max(4096),
     policy: PolicyId,
   });
@@ -134,7 +134,11 @@ export const AccountRequest = z.strictObject({ id: AccountId, party: PartyId.opt
 export const UsageRequest = z.strictObject({ id: UsageId, currency: Currency, owner: PartyId.optional() });
 export const PolicyRequest = z.strictObject({ id: PolicyId, bundle: z.unknown().meta({ description: 'A rule bundle (see docs/policy-language.md).' }) });
 export const LifecycleRequest = z.strictObject({ comment: Comment.optional() });
-export const DryRunRequest = z.strictObject({ limit: z.number().int().min(1).max(10_000).optional() });
+const LIMIT_PHRASE = 'must be an integer from 1 to 10000';
+export const DryRunRequest = z.strictObject({
+  limit: z.number({ error: LIMIT_PHRASE }).int(LIMIT_PHRASE).min(1, LIMIT_PHRASE).max(10_000, LIMIT_PHRASE).optional()
+    .meta({ description: 'How many of the last recorded intents to judge (default 100).' }),
+});
 export const DryRunReport = z.strictObject({
   policy: z.string(),
   bundle_hash: Sha256Hex,
