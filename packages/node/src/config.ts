@@ -2,17 +2,24 @@
  * Configuration: one zod schema. Values come from the defaults, then a JSON config
  * file (`--config`), then `APL_` environment variables: every key has one, named by
  * its path in capitals (`limits.body_bytes_max` is `APL_LIMITS_BODY_BYTES_MAX`;
- * `agent_port` is `APL_AGENT_PORT`). A list or object variable holds JSON. An
- * invalid value is refused with the key (and variable) that holds it.
+ * `agent_port` is `APL_AGENT_PORT`). A variable of a string setting is taken as
+ * written; a number, boolean, list or object variable holds JSON. An invalid value
+ * is refused with the key (and variable) that holds it. Relative paths in the file
+ * resolve against the file's directory; all others against the working directory.
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { ROLES, parseWith } from '@apl/core';
 
-const port = z.number().int().min(0).max(65535);
-const ms = (d: number) => z.number().int().min(1).max(3_600_000).default(d);
-const count = (d: number, max: number) => z.number().int().min(1).max(max).default(d);
+/** An integer setting in [lo, hi], refused with the range in words. */
+const int = (lo: number, hi: number, what = `an integer from ${lo} to ${hi}`) => {
+  const phrase = `must be ${what}`;
+  return z.number({ error: phrase }).int(phrase).min(lo, phrase).max(hi, phrase);
+};
+const port = int(0, 65535, 'a port number (0 to 65535)');
+const ms = (d: number) => int(1, 3_600_000, 'a number of milliseconds from 1 to 3600000').default(d);
+const count = (d: number, max: number) => int(1, max).default(d);
 
 const Member = z.strictObject({
   id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/),
@@ -76,14 +83,21 @@ export const ConfigSchema = z.strictObject({
 
 export type Config = z.output<typeof ConfigSchema>;
 
-/** Every key path of the configuration (`limits.body_bytes_max`), from the defaults. */
-function keyPaths(): string[][] {
+/** A setting: its key path (`limits.body_bytes_max`) and whether it holds text. */
+interface Key {
+  path: string[];
+  /** text is true for string settings (default a string, or null for a path not given). */
+  text: boolean;
+}
+
+/** Every setting of the configuration, from the defaults. */
+function keys(): Key[] {
   const defaults = ConfigSchema.parse({}) as Record<string, unknown>;
-  const out: string[][] = [];
+  const out: Key[] = [];
   const walk = (o: Record<string, unknown>, prefix: string[]) => {
     for (const [k, v] of Object.entries(o)) {
       if (v !== null && typeof v === 'object' && !Array.isArray(v)) walk(v as Record<string, unknown>, [...prefix, k]);
-      else out.push([...prefix, k]);
+      else out.push({ path: [...prefix, k], text: v === null || typeof v === 'string' });
     }
   };
   walk(defaults, []);
@@ -92,7 +106,12 @@ function keyPaths(): string[][] {
 
 export const envName = (path: string[]) => `APL_${path.join('_').toUpperCase()}`;
 
-function envValue(text: string): unknown {
+/**
+ * The value of a variable: as written for a string setting (APL_NODE_ID=7 is the
+ * node "7"), otherwise JSON when it reads as JSON (numbers, booleans, lists).
+ */
+function envValue(text: string, key: Key): unknown {
+  if (key.text) return text;
   const t = text.trim();
   if (/^(-?\d+(\.\d+)?|true|false|null)$/.test(t) || t.startsWith('[') || t.startsWith('{')) {
     try {
@@ -121,34 +140,47 @@ export function loadConfig(opts: { file?: string | undefined; env?: NodeJS.Proce
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(`config file ${opts.file}: must hold a JSON object`);
   }
   const fromEnv = new Map<string, string>();
-  for (const path of keyPaths()) {
-    const name = envName(path);
+  for (const key of keys()) {
+    const name = envName(key.path);
     const value = env[name];
     if (value === undefined) continue;
-    fromEnv.set(path.join('.'), name);
-    let o = raw;
-    for (const k of path.slice(0, -1)) o = (o[k] ??= {}) as Record<string, unknown>;
-    o[path[path.length - 1]!] = envValue(value);
+    fromEnv.set(key.path.join('.'), name);
+    let o: unknown = raw;
+    for (const k of key.path.slice(0, -1)) {
+      const r = o as Record<string, unknown>;
+      o = r[k] ??= {};
+    }
+    // A file that holds something else where a section belongs is reported by the schema.
+    if (o !== null && typeof o === 'object' && !Array.isArray(o)) (o as Record<string, unknown>)[key.path[key.path.length - 1]!] = envValue(value, key);
   }
   const parsed = parseWith(ConfigSchema, raw);
   if (!parsed.ok) {
     const problems = parsed.issues.map((i) => {
-      const via = fromEnv.get(i.path) ? ` (${fromEnv.get(i.path)})` : '';
-      return `${i.path || 'config'}${via}: ${i.message}`;
+      const name = variableOf(fromEnv, i.path);
+      return `${i.path || 'config'}${name ? ` (${name})` : ''}: ${i.message}`;
     });
     throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   }
   const c = parsed.value;
-  c.data_dir = resolve(c.data_dir);
-  if (opts.file) {
-    // Relative paths in a file are relative to the file, so one file works from any directory.
-    const base = resolve(opts.file, '..');
-    const rel = (p: string | null) => (p === null || isAbsolute(p) ? p : resolve(base, p));
-    if (raw.data_dir !== undefined && !fromEnv.has('data_dir')) c.data_dir = resolve(base, String(raw.data_dir));
-    c.tls = { ca: rel(c.tls.ca), cert: rel(c.tls.cert), key: rel(c.tls.key) };
-    c.admin_tokens_file = rel(c.admin_tokens_file);
-  }
+  // Relative paths in a file are relative to the file, so one file works from any
+  // directory; relative paths from a variable or a default are relative to the
+  // working directory, like any path typed in a shell.
+  const base = opts.file ? resolve(opts.file, '..') : process.cwd();
+  const rel = (key: string, p: string | null) => (p === null || isAbsolute(p) ? p : resolve(fromEnv.has(key) ? process.cwd() : base, p));
+  c.data_dir = raw.data_dir === undefined ? resolve(c.data_dir) : rel('data_dir', c.data_dir)!;
+  c.tls = { ca: rel('tls.ca', c.tls.ca), cert: rel('tls.cert', c.tls.cert), key: rel('tls.key', c.tls.key) };
+  c.admin_tokens_file = rel('admin_tokens_file', c.admin_tokens_file);
   return c;
+}
+
+/** The variable that set the value at `path` (`members.0.id` was set by APL_MEMBERS), if one did. */
+function variableOf(fromEnv: Map<string, string>, path: string): string | undefined {
+  const parts = path.split('.');
+  for (let n = parts.length; n > 0; n--) {
+    const name = fromEnv.get(parts.slice(0, n).join('.'));
+    if (name) return name;
+  }
+  return undefined;
 }
 
 /** The TLS files a node uses: the configured ones, or the development ones. */
