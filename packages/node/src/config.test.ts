@@ -1,0 +1,135 @@
+// Proves how a node's configuration is read: the defaults a newcomer meets, a file
+// overridden key by key by APL_ variables, string settings taken as written, every
+// invalid value refused with its key (and the variable that set it), and relative
+// paths resolved against the file that holds them or, from a variable, against the
+// working directory.
+import t, { type Test } from 'tap';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ConfigError, envName, loadConfig, tlsFiles } from './config.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'apl-config-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Writes a config file under the temp directory and returns its path. */
+function file(name: string, content: unknown): string {
+  const path = join(dir, name);
+  mkdirSync(resolve(path, '..'), { recursive: true });
+  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+  return path;
+}
+
+/** The message of the ConfigError `f` throws. */
+function refusal(t: Test, f: () => unknown): string {
+  try {
+    f();
+  } catch (err) {
+    t.type(err, ConfigError, 'a ConfigError, not a crash');
+    return (err as Error).message;
+  }
+  t.fail('the configuration was accepted');
+  return '';
+}
+
+t.test('the defaults are the ones DESIGN §10 names', async (t) => {
+  const c = loadConfig({ env: {} });
+  t.match(c, {
+    node_id: 'n1', host: '127.0.0.1', agent_port: 8443, admin_port: 9443, peer_port: 7443, members: [],
+    dev_setup: true, admin_tokens_file: null, admin_principals: [], audience: 'agent-plane-ledger',
+    tick_interval_ms: 1000, commit_timeout_ms: 5000, forward_to_primary: true, log_level: 'info',
+    tls: { ca: null, cert: null, key: null },
+    limits: { body_bytes_max: 65536, entries_per_intent_max: 64, proposals_in_flight_max: 4096, attestation_cache_entries_max: 10000 },
+  });
+  t.equal(c.data_dir, resolve('.data/standalone'), 'the data directory is absolute, under the working directory');
+  t.strictSame(tlsFiles(c), { ca: join(c.data_dir, 'certs/ca.pem'), cert: join(c.data_dir, 'certs/n1.pem'), key: join(c.data_dir, 'certs/n1-key.pem') });
+});
+
+t.test('every key has a variable named by its path', async (t) => {
+  t.equal(envName(['agent_port']), 'APL_AGENT_PORT');
+  t.equal(envName(['limits', 'body_bytes_max']), 'APL_LIMITS_BODY_BYTES_MAX');
+  t.equal(envName(['raft', 'tick_ms']), 'APL_RAFT_TICK_MS');
+});
+
+t.test('a variable overrides the file, and the file overrides the default, key by key', async (t) => {
+  const path = file('precedence.json', { agent_port: 1000, admin_port: 1001, audience: 'file-audience', limits: { body_bytes_max: 2048, entries_per_intent_max: 8 }, raft: { tick_ms: 50 } });
+  const c = loadConfig({
+    file: path,
+    env: { APL_AGENT_PORT: '2000', APL_LIMITS_ENTRIES_PER_INTENT_MAX: '16', APL_DEV_SETUP: 'false', APL_MEMBERS: '[]', APL_TICK_INTERVAL_MS: ' 250 ' },
+  });
+  t.equal(c.agent_port, 2000, 'the variable wins over the file');
+  t.equal(c.admin_port, 1001, 'the file wins over the default');
+  t.equal(c.peer_port, 7443, 'the default stands where neither speaks');
+  t.equal(c.audience, 'file-audience');
+  t.equal(c.limits.body_bytes_max, 2048, 'a nested key from the file');
+  t.equal(c.limits.entries_per_intent_max, 16, 'a nested key from its variable; its sibling from the file is kept');
+  t.equal(c.limits.proposals_in_flight_max, 4096);
+  t.equal(c.raft.tick_ms, 50);
+  t.equal(c.raft.election_ticks, 10);
+  t.equal(c.dev_setup, false, 'a boolean variable');
+  t.strictSame(c.members, [], 'a list variable holds JSON');
+  t.equal(c.tick_interval_ms, 250, 'white space around a number is ignored');
+});
+
+t.test('a variable of a string setting is taken as written', async (t) => {
+  const c = loadConfig({ env: { APL_NODE_ID: '7', APL_AUDIENCE: 'true', APL_HOST: '::1', APL_LOG_LEVEL: 'warn' } });
+  t.equal(c.node_id, '7', 'a node named 7, not the number 7');
+  t.equal(c.audience, 'true');
+  t.equal(c.host, '::1');
+  t.equal(c.log_level, 'warn');
+});
+
+t.test('an invalid value names its key, and the variable when a variable set it', async (t) => {
+  t.equal(refusal(t, () => loadConfig({ env: { APL_AGENT_PORT: 'eighty' } })), 'invalid configuration: agent_port (APL_AGENT_PORT): must be a port number (0 to 65535)');
+  t.equal(refusal(t, () => loadConfig({ env: { APL_ADMIN_PORT: '70000' } })), 'invalid configuration: admin_port (APL_ADMIN_PORT): must be a port number (0 to 65535)');
+  t.equal(refusal(t, () => loadConfig({ env: { APL_LIMITS_BODY_BYTES_MAX: '0' } })),
+    'invalid configuration: limits.body_bytes_max (APL_LIMITS_BODY_BYTES_MAX): must be an integer from 1 to 16777216');
+  t.equal(refusal(t, () => loadConfig({ env: { APL_LOG_LEVEL: 'loud' } })).startsWith('invalid configuration: log_level (APL_LOG_LEVEL): '), true);
+  t.equal(refusal(t, () => loadConfig({ env: { APL_MEMBERS: '[{"id":"N1","peer_addr":"a:1","agent_url":"https://a"}]' } })).startsWith('invalid configuration: members.0.id (APL_MEMBERS): '), true,
+    'a problem inside a JSON variable names the variable');
+  t.equal(refusal(t, () => loadConfig({ env: { APL_MEMBERS: '[not json' } })), 'invalid configuration: members (APL_MEMBERS): must be an array');
+
+  const fromFile = file('invalid.json', { limits: { entries_per_intent_max: 1000 }, tick_interval_ms: 1.5 });
+  t.equal(refusal(t, () => loadConfig({ file: fromFile, env: {} })),
+    'invalid configuration: tick_interval_ms: must be a number of milliseconds from 1 to 3600000; limits.entries_per_intent_max: must be an integer from 1 to 256',
+    'a value from the file names its key alone, and every problem is listed');
+  const unknown = file('unknown.json', { agent_prot: 1 });
+  t.equal(refusal(t, () => loadConfig({ file: unknown, env: {} })), 'invalid configuration: config: unknown field "agent_prot"');
+  const section = file('section.json', { limits: 5 });
+  t.equal(refusal(t, () => loadConfig({ file: section, env: { APL_LIMITS_BODY_BYTES_MAX: '1000' } })), 'invalid configuration: limits: must be an object',
+    'a variable inside a section the file got wrong does not crash the loader');
+});
+
+t.test('an unreadable file is refused with its name', async (t) => {
+  const missing = join(dir, 'missing.json');
+  t.match(refusal(t, () => loadConfig({ file: missing, env: {} })), new RegExp(`^config file ${missing}: `));
+  const notJson = file('broken.json', '{"agent_port": ');
+  t.match(refusal(t, () => loadConfig({ file: notJson, env: {} })), new RegExp(`^config file ${notJson}: `));
+  const list = file('list.json', '[]');
+  t.equal(refusal(t, () => loadConfig({ file: list, env: {} })), `config file ${list}: must hold a JSON object`);
+});
+
+t.test('relative paths in a file resolve against the file\'s directory', async (t) => {
+  const path = file('deploy/n1.json', {
+    data_dir: 'data/n1', admin_tokens_file: '../secrets/tokens.json',
+    tls: { ca: 'certs/ca.pem', cert: 'certs/n1.pem', key: '/etc/apl/n1-key.pem' },
+  });
+  const base = join(dir, 'deploy');
+  const c = loadConfig({ file: path, env: {} });
+  t.equal(c.data_dir, join(base, 'data/n1'));
+  t.equal(c.admin_tokens_file, join(dir, 'secrets/tokens.json'));
+  t.strictSame(c.tls, { ca: join(base, 'certs/ca.pem'), cert: join(base, 'certs/n1.pem'), key: '/etc/apl/n1-key.pem' }, 'an absolute path stays as it is');
+  t.strictSame(tlsFiles(c), c.tls);
+});
+
+t.test('relative paths from a variable resolve against the working directory, file or not', async (t) => {
+  const path = file('deploy/n2.json', { data_dir: 'data/n2', tls: { ca: 'certs/ca.pem' } });
+  const c = loadConfig({ file: path, env: { APL_DATA_DIR: 'override/data', APL_TLS_CERT: 'my/n2.pem', APL_ADMIN_TOKENS_FILE: 'tokens.json' } });
+  t.equal(c.data_dir, resolve('override/data'));
+  t.equal(c.tls.cert, resolve('my/n2.pem'));
+  t.equal(c.admin_tokens_file, resolve('tokens.json'));
+  t.equal(c.tls.ca, join(dir, 'deploy/certs/ca.pem'), 'the file\'s own path still resolves against the file');
+  const bare = loadConfig({ env: { APL_DATA_DIR: 'rel/data', APL_TLS_KEY: 'k.pem' } });
+  t.equal(bare.data_dir, resolve('rel/data'));
+  t.equal(bare.tls.key, resolve('k.pem'));
+});
