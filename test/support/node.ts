@@ -33,6 +33,8 @@ export const TOKENS = {
   reviewer: randomBytes(18).toString('base64url'),
   approver: randomBytes(18).toString('base64url'),
   operator: randomBytes(18).toString('base64url'),
+  /** A principal with every policy role, to show that four eyes hold for one person too. */
+  multi: randomBytes(18).toString('base64url'),
 };
 
 const principal = (name: string, token: string, roles: AdminPrincipal['roles']): AdminPrincipal => ({
@@ -43,6 +45,7 @@ export const PRINCIPALS: AdminPrincipal[] = [
   principal('bob', TOKENS.reviewer, ['reviewer']),
   principal('carol', TOKENS.approver, ['approver']),
   principal('ops', TOKENS.operator, ['operator']),
+  principal('dana', TOKENS.multi, ['author', 'reviewer', 'approver']),
 ];
 
 export interface Response {
