@@ -10,6 +10,7 @@ const errorMap: z.core.$ZodErrorMap = (iss) => {
     return `unknown field${iss.keys.length > 1 ? 's' : ''} ${iss.keys.map((k) => JSON.stringify(k)).join(', ')}`;
   }
   if (iss.code === 'invalid_type') return `must be ${article(iss.expected)}`;
+  if (iss.code === 'invalid_key') return iss.issues[0]?.message ?? 'is not a valid name';
   return undefined;
 };
 

@@ -2,7 +2,7 @@
 // field and the rule when they refuse.
 import t from 'tap';
 import { parseWith } from './parse.js';
-import { Amount, Counter, SignedAmount, AgentUri, TransactionId } from './schema.js';
+import { Amount, Bindings, Counter, SignedAmount, AgentUri, TransactionId } from './schema.js';
 
 const minor = (m: unknown) => parseWith(Amount, { minor: m, currency: 'USD' });
 
@@ -50,4 +50,19 @@ t.test('missing fields and unknown fields are named', async (t) => {
   const r = parseWith(Amount, { currency: 'USD', extra: 1 });
   t.same(!r.ok && r.issues.map((i) => i.path).sort(), ['', 'minor']);
   t.match(!r.ok && r.issues.find((i) => i.path === '')!.message, /unknown field "extra"/);
+});
+
+t.test('bindings refuse bad names in words, "__proto__" included', async (t) => {
+  const b = (v: unknown) => parseWith(Bindings, v);
+  t.same(b({ Merchant: 'x' }), { ok: false, issues: [{ path: 'Merchant', message: 'binding names are lowercase words (a-z, 0-9, _)' }] });
+  const proto = b(JSON.parse('{"__proto__": "x", "ok": "y"}'));
+  t.equal(proto.ok, false);
+  t.match(!proto.ok && proto.issues[0]!.message, /__proto__/);
+  t.same(b({ merchant: 'books-r-us', n: 5, big: 18446744073709551621n, yes: true }), { ok: true, value: { merchant: 'books-r-us', n: 5n, big: 18446744073709551621n, yes: true } });
+});
+
+t.test('a missing field says it is required, a wrong one what it must be', async (t) => {
+  t.same(parseWith(TransactionId, undefined), { ok: false, issues: [{ path: '', message: 'is required' }] });
+  t.same(parseWith(TransactionId, 5), { ok: false, issues: [{ path: '', message: 'must be a transaction id' }] });
+  t.same(parseWith(Amount, { currency: 'USD' }), { ok: false, issues: [{ path: 'minor', message: 'is required' }] });
 });

@@ -25,10 +25,15 @@ export const LIMITS = {
   obligationsOwedMax: 256,
 } as const;
 
+/** The type error of a field: "is required" when it is missing, `must be <phrase>` otherwise. */
+export function must(phrase: string) {
+  return { error: (iss: { input?: unknown }) => (iss.input === undefined ? 'is required' : `must be ${phrase}`) };
+}
+
 /** An exact integer in [lo, hi], returned as `bigint`. */
 export function bigIntIn(lo: bigint, hi: bigint, phrase: string) {
   return z
-    .union([z.number(), z.bigint()], { error: `must be ${phrase}` })
+    .union([z.number(), z.bigint()], must(phrase))
     .transform((v, ctx) => {
       if (typeof v === 'number' && !Number.isSafeInteger(v)) {
         ctx.addIssue({ code: 'custom', message: `must be ${phrase}, written as an exact integer` });
@@ -48,7 +53,7 @@ export function bigIntIn(lo: bigint, hi: bigint, phrase: string) {
 /** An exact integer in [lo, hi] (both safe), returned as `number`. */
 export function intIn(lo: number, hi: number, phrase = `an integer from ${lo} to ${hi}`) {
   return z
-    .union([z.number(), z.bigint()], { error: `must be ${phrase}` })
+    .union([z.number(), z.bigint()], must(phrase))
     .transform((v, ctx) => {
       const n = typeof v === 'bigint' ? Number(v) : v;
       if (!Number.isSafeInteger(n) || n < lo || n > hi) {
@@ -62,7 +67,7 @@ export function intIn(lo: number, hi: number, phrase = `an integer from ${lo} to
 
 function idOf(prefix: string, what: string) {
   const re = new RegExp(`^${prefix}[A-Za-z0-9][A-Za-z0-9_.:-]{0,${LIMITS.idLengthMax - prefix.length - 1}}$`);
-  return z.string({ error: `must be ${what}` }).regex(re, `must be ${what} (${prefix}<id>)`);
+  return z.string(must(what)).regex(re, `must be ${what} (${prefix}<id>)`);
 }
 
 export const TransactionId = idOf('txn_', 'a transaction id');
@@ -74,21 +79,21 @@ export const PolicyId = idOf('', 'a policy id');
 
 export const AGENT_URI = /^agent:\/\/([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?\/agent\/[A-Za-z0-9._~-]{1,128}$/;
 /** `agent://<authority>/agent/<agent_id>`. */
-export const AgentUri = z.string({ error: 'must be an agent URI' }).max(512).regex(AGENT_URI, 'must be an agent URI (agent://<authority>/agent/<agent_id>)');
+export const AgentUri = z.string(must('an agent URI')).max(512).regex(AGENT_URI, 'must be an agent URI (agent://<authority>/agent/<agent_id>)');
 
 /** Three to twelve capitals or digits, starting with a capital: ISO 4217 codes and ledger units. */
-export const Currency = z.string({ error: 'must be a currency code' }).regex(/^[A-Z][A-Z0-9]{2,11}$/, 'must be a currency code (e.g. USD)');
+export const Currency = z.string(must('a currency code')).regex(/^[A-Z][A-Z0-9]{2,11}$/, 'must be a currency code (e.g. USD)');
 
 export const ACTION_NAME = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
 /** A dotted action name, e.g. `purchase.book`. */
-export const ActionName = z.string({ error: 'must be an action name' }).max(128).regex(ACTION_NAME, 'must be an action name (dotted lowercase words, e.g. purchase.book)');
+export const ActionName = z.string(must('an action name')).max(128).regex(ACTION_NAME, 'must be an action name (dotted lowercase words, e.g. purchase.book)');
 /** An action pattern: an action name, `<prefix>.*`, or `*`. */
 export const ActionPattern = z
-  .string({ error: 'must be an action pattern' })
+  .string(must('an action pattern'))
   .max(128)
   .regex(/^(\*|[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*(\.\*)?)$/, 'must be an action name, a prefix ending in .*, or *');
 
-export const Sha256Hex = z.string({ error: 'must be a SHA-256 digest' }).regex(/^[0-9a-f]{64}$/, 'must be a lowercase-hex SHA-256 digest');
+export const Sha256Hex = z.string(must('a SHA-256 digest')).regex(/^[0-9a-f]{64}$/, 'must be a lowercase-hex SHA-256 digest');
 
 export const Amount = z.strictObject({
   minor: bigIntIn(1n, ENTRY_MINOR_MAX, 'a positive integer below 2^127'),
@@ -96,7 +101,7 @@ export const Amount = z.strictObject({
 });
 export type Amount = z.output<typeof Amount>;
 
-export const Side = z.enum(['Debit', 'Credit'], { error: 'must be Debit or Credit' });
+export const Side = z.enum(['Debit', 'Credit'], must('Debit or Credit'));
 export type Side = z.output<typeof Side>;
 
 export const Entry = z.strictObject({ account: AccountId, side: Side, amount: Amount });
@@ -117,12 +122,22 @@ export const BindingValue = z.union(
     z.number().refine(Number.isSafeInteger).transform((n) => BigInt(n)),
     z.bigint(),
   ],
-  { error: `must be a string (at most ${LIMITS.bindingStringLengthMax} characters), an integer or a boolean` },
+  must(`a string (at most ${LIMITS.bindingStringLengthMax} characters), an integer or a boolean`),
 );
 export type BindingValue = z.output<typeof BindingValue>;
-export const Bindings = z
-  .record(z.string().regex(BindingKey, 'binding names are lowercase words (a-z, 0-9, _)'), BindingValue)
-  .refine((b) => Object.keys(b).length <= LIMITS.bindingsCountMax, `at most ${LIMITS.bindingsCountMax} bindings`);
+const BINDING_NAME = 'binding names are lowercase words (a-z, 0-9, _)';
+export const Bindings = z.preprocess(
+  (v, ctx) => {
+    // A record would drop a "__proto__" key without a word; refuse it like any bad name.
+    if (v !== null && typeof v === 'object' && Object.hasOwn(v, '__proto__')) {
+      ctx.addIssue({ code: 'custom', message: `"__proto__": ${BINDING_NAME}`, input: v });
+    }
+    return v;
+  },
+  z
+    .record(z.string().regex(BindingKey, BINDING_NAME), BindingValue)
+    .refine((b) => Object.keys(b).length <= LIMITS.bindingsCountMax, `at most ${LIMITS.bindingsCountMax} bindings`),
+);
 
 export const Action = z.strictObject({ action: ActionName, bindings: Bindings });
 export type Action = z.output<typeof Action>;
