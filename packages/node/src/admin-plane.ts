@@ -18,7 +18,7 @@ import type { Status } from '@apl/raft';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
-import { errorHandler, jsonBody, notFound, observe, parseRequest, readBackIssues, sendJson } from './http.js';
+import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import {
@@ -92,8 +92,6 @@ export function adminApp(o: AdminOptions): express.Express {
     const by = res.locals.principal as Principal;
     const full = { ...op, v: 1, by } as AdminOperation;
     if (!mayPropose(by, full.type)) throw new ApiError('forbidden', roleRefusal(by, full.type));
-    const issues = readBackIssues(full);
-    if (issues.length > 0) throw new ApiError('malformed_request', `The ${full.type} operation is not valid.`, { issues });
     const applied = await o.node.submit(full);
     if (!applied.result.ok) throw ApiError.from(applied.result.error);
     sendJson(res, created ? 201 : 200, applied.result.value);

@@ -141,12 +141,16 @@ export class Attestor {
       if (root?.key_id === cached.key_id) return { ok: true, attested: cached };
       this.cache.delete(token);
     }
-    const iss = unverifiedClaims(token)?.iss;
+    const claims = unverifiedClaims(token);
+    const iss = claims?.iss;
     if (typeof iss !== 'string') return reject('it names no issuer');
     const root = this.opts.trustRoot(iss);
     if (!root) return reject('its issuer is not a trust root');
     const verified = await verifyPaseto(token, root.public_key, { now, audience: this.opts.audience });
-    if (!verified.ok) return reject(verified.message);
+    if (!verified.ok) {
+      // The claims are unverified here, but only the wording of the refusal depends on them.
+      return reject(verified.message === 'it is for another audience' && claims?.aud === undefined ? 'it has no aud claim' : verified.message);
+    }
     const attested = attestedFrom(verified.claims, root, token);
     if (typeof attested === 'string') return reject(attested);
     this.remember(token, attested);
@@ -166,8 +170,8 @@ function reject(why: string): Verification {
 function attestedFrom(claims: Record<string, unknown>, root: TrustRoot, token: string): Attested | string {
   const { sub, cap, jti, exp } = claims;
   if (typeof sub !== 'string' || sub.length === 0) return 'it has no sub claim';
-  if (!Array.isArray(cap) || cap.length > 64 || !cap.every((c) => typeof c === 'string' && CAPABILITY.test(c))) {
-    return 'its cap claim is not a list of capabilities';
+  if (!Array.isArray(cap) || cap.length > 64 || !cap.every((c) => typeof c === 'string' && c.length <= 128 && CAPABILITY.test(c))) {
+    return 'its cap claim is not a list of at most 64 capabilities (action patterns of at most 128 characters)';
   }
   if (jti !== undefined && (typeof jti !== 'string' || jti.length === 0 || jti.length > 256)) return 'its jti claim is not valid';
   return {

@@ -20,7 +20,7 @@ import {
 import { z } from 'zod';
 import type { Attested, Attestor } from './attest.js';
 import { ApiError } from './errors.js';
-import { errorHandler, jsonBody, notFound, observe, parseRequest, readBackIssues, sendJson } from './http.js';
+import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { intentEnvelope, type IntentEnvelope } from './wire.js';
@@ -173,7 +173,6 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
       capabilities: attested.capabilities,
     },
   };
-  refuseUnreadable(op);
   answerIntent(res, await o.node.submit(op), o.node.state());
 }
 
@@ -182,20 +181,6 @@ async function attest(o: GatewayOptions, token: string): Promise<Attested> {
   const v = await o.attestor.verify(token);
   if (!v.ok) throw new ApiError('attestation', v.message);
   return v.attested;
-}
-
-/**
- * Refuses an operation the log could not read back. The envelope's schema already
- * holds every field the agent wrote to the log's limits, so what can still fail is
- * what the attestation contributed (a capability longer than the log records).
- */
-function refuseUnreadable(op: Operation): void {
-  const issues = readBackIssues(op);
-  if (issues.length === 0) return;
-  if (issues.every((i) => i.path.startsWith('authority.'))) {
-    throw new ApiError('attestation', 'The attestation was rejected: its claims exceed what the ledger records (a cap entry of at most 128 characters, a jti of at most 256).');
-  }
-  throw new ApiError('malformed_request', 'The intent envelope is not valid.', { issues });
 }
 
 /** The gateway's pin check before proposing: `stale_policy`, or `no_active_policy`. */

@@ -5,7 +5,7 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import express from 'express';
-import { decodeOperation, encodeOperation, JsonSyntaxError, parseJson, parseWith, stringifyJson, type Operation } from '@apl/core';
+import { JsonSyntaxError, parseJson, parseWith, stringifyJson } from '@apl/core';
 import type { z } from 'zod';
 import { ApiError, STATUS } from './errors.js';
 import type { Logger } from './log.js';
@@ -58,22 +58,6 @@ function nonFinite(value: unknown, path: string[]): string | null {
     if (found !== null) return found;
   }
   return null;
-}
-
-/**
- * Reads an operation back exactly as every replica will read it from the log, and
- * returns the problems if it would not parse. A plane proposes nothing that fails
- * here: an entry the log cannot read back would stop every replica that applies it.
- */
-export function readBackIssues(op: Operation): { path: string; message: string }[] {
-  let bytes: Uint8Array;
-  try {
-    bytes = encodeOperation(op);
-  } catch (err) {
-    return [{ path: '', message: (err as Error).message }];
-  }
-  const back = decodeOperation(bytes);
-  return back.ok ? [] : back.issues;
 }
 
 /** Parses a request value with a schema, or throws 400 malformed_request listing each problem. */

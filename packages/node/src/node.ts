@@ -16,7 +16,7 @@ import { ApiError } from './errors.js';
 import { agentApp } from './gateway.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
-import { NotLeaderError, Replica, type Transport } from './replica.js';
+import { NotLeaderError, Replica, UnreadableOperation, type Transport } from './replica.js';
 
 const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const OPENAPI_FILES = {
@@ -74,6 +74,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       return await replica.propose(op);
     } catch (err) {
       if (err instanceof NotLeaderError) throw new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: null });
+      if (err instanceof UnreadableOperation) throw new ApiError('malformed_request', `The ${op.type} operation is not valid.`, { issues: err.issues });
       throw err;
     }
   };

@@ -59,6 +59,16 @@ interface ReadWaiter {
   timer: NodeJS.Timeout;
 }
 
+/**
+ * An operation the log could not read back: every replica decodes each entry with
+ * the operation schema, so such an entry is never proposed.
+ */
+export class UnreadableOperation extends Error {
+  constructor(readonly issues: { path: string; message: string }[]) {
+    super(`the operation does not read back: ${issues.map((i) => `${i.path} ${i.message}`).join('; ')}`);
+  }
+}
+
 /** A proposal that cannot be made here because this member does not lead. */
 export class NotLeaderError extends Error {
   constructor(readonly leader: NodeId | null) {
@@ -161,15 +171,19 @@ export class Replica {
 
   /**
    * Proposes an operation and resolves with its result once it is committed and
-   * applied here. Rejects with NotLeaderError, or an ApiError: gateway_error when the
-   * operation is certainly not in the log, commit_unavailable when it may be.
+   * applied here. Rejects with UnreadableOperation (it is not proposed), NotLeaderError,
+   * or an ApiError: gateway_error when the operation is certainly not in the log,
+   * commit_unavailable when it may be.
    */
   propose(op: Operation): Promise<Applied> {
     this.checkOpen();
     if (this.waiters.size >= this.opts.proposalsInFlightMax) {
       return Promise.reject(new ApiError('gateway_error', 'Too many proposals are waiting for their commit; nothing was recorded. Resubmit.'));
     }
-    const r = this.raft.propose([encodeOperation(op)]);
+    const bytes = encodeOperation(op);
+    const back = decodeOperation(bytes);
+    if (!back.ok) return Promise.reject(new UnreadableOperation(back.issues));
+    const r = this.raft.propose([bytes]);
     if (!r.ok) {
       if (r.code === 'not_leader') return Promise.reject(new NotLeaderError(r.leader));
       return Promise.reject(new ApiError('gateway_error', `The operation could not be proposed (${r.code}); nothing was recorded. Resubmit.`));
@@ -283,7 +297,14 @@ export class Replica {
         continue;
       }
       const decoded = decodeOperation(e.data);
-      if (!decoded.ok) throw new Error(`log entry ${e.index} is not an operation: ${JSON.stringify(decoded.issues)}`);
+      if (!decoded.ok) {
+        // Every replica reads the same bytes the same way, so skipping is deterministic;
+        // stopping here would stop every replica at every restart. Proposers never
+        // write such an entry (see propose), so this is a bug worth shouting about.
+        this.opts.log.error({ event: 'entry_unreadable', index: e.index, issues: decoded.issues }, 'log entry is not an operation; it has no effect');
+        this.settle(e, null);
+        continue;
+      }
       const applied = apply(this.ledger, e.index, decoded.value);
       if (applied.entry_hash !== null) {
         journal.push({ type: 'put', key: JOURNAL_KEY(e.index), value: canonicalJson({ index: e.index, op: decoded.value, result: applied.result, entry_hash: applied.entry_hash }) });
