@@ -73,7 +73,7 @@ export class Client {
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           let body: unknown = undefined;
-          if (/json/.test(String(res.headers['content-type'])) && text.length > 0) body = parseJson(text);
+          if (/^application\/json\b/.test(String(res.headers['content-type'])) && text.length > 0) body = parseJson(text);
           resolve({ status: res.statusCode!, headers: res.headers, text, body });
         });
       });

@@ -35,9 +35,9 @@ function refusal(t: Test, f: () => unknown): string {
 t.test('the defaults are the ones DESIGN §10 names', async (t) => {
   const c = loadConfig({ env: {} });
   t.match(c, {
-    node_id: 'n1', host: '127.0.0.1', agent_port: 8443, admin_port: 9443, peer_port: 7443, members: [],
+    node_id: 'n1', host: '127.0.0.1', agent_port: 8443, admin_port: 9443, members: [],
     dev_setup: true, admin_tokens_file: null, admin_principals: [], audience: 'agent-plane-ledger',
-    tick_interval_ms: 1000, commit_timeout_ms: 5000, forward_to_primary: true, log_level: 'info',
+    tick_interval_ms: 1000, commit_timeout_ms: 5000, log_level: 'info',
     tls: { ca: null, cert: null, key: null },
     limits: { body_bytes_max: 65536, entries_per_intent_max: 64, proposals_in_flight_max: 4096, attestation_cache_entries_max: 10000 },
   });
@@ -59,7 +59,7 @@ t.test('a variable overrides the file, and the file overrides the default, key b
   });
   t.equal(c.agent_port, 2000, 'the variable wins over the file');
   t.equal(c.admin_port, 1001, 'the file wins over the default');
-  t.equal(c.peer_port, 7443, 'the default stands where neither speaks');
+  t.equal(c.log_level, 'info', 'the default stands where neither speaks');
   t.equal(c.audience, 'file-audience');
   t.equal(c.limits.body_bytes_max, 2048, 'a nested key from the file');
   t.equal(c.limits.entries_per_intent_max, 16, 'a nested key from its variable; its sibling from the file is kept');

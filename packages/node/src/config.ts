@@ -42,7 +42,6 @@ export const ConfigSchema = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
   agent_port: port.default(8443),
   admin_port: port.default(9443),
-  peer_port: port.default(7443),
   /** members of the group; empty for a standalone node (a one-member group). */
   members: z.array(Member).default([]),
   /** PEM files; null means the development files under `<data_dir>/certs`. */
@@ -60,8 +59,6 @@ export const ConfigSchema = z.strictObject({
   audience: z.string().min(1).default('agent-plane-ledger'),
   tick_interval_ms: ms(1000),
   commit_timeout_ms: ms(5000),
-  /** forward_to_primary: a follower forwards writes to the primary instead of answering 421. */
-  forward_to_primary: z.boolean().default(true),
   /** snapshot_interval_entries: compact the Raft log after this many applied entries. */
   snapshot_interval_entries: count(10_000, 10_000_000),
   raft: z.strictObject({

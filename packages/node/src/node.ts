@@ -99,7 +99,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       ...node,
       applied: () => ({ index: replica.ledger.applied, head: replica.ledger.head }),
       journal: () => replica.journalRecords(),
-      cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: null }] }),
+      cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: agentUrl() }] }),
       transferLeadership: (to) => {
         try {
           replica.transferLeadership(to);
@@ -113,6 +113,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     bodyBytesMax: c.limits.body_bytes_max,
     openapi: readFileSync(OPENAPI_FILES.admin, 'utf8'),
   });
+  let agentUrl = (): string | null => null;
   replica.start();
   const tlsOptions = { cert, key, minVersion: 'TLSv1.2' as const };
   const servers = await Promise.all([
@@ -120,6 +121,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     listen(createServer(tlsOptions, admin), c.admin_port, c.host),
   ]);
   const url = (s: Server) => `https://${c.host.includes(':') ? `[${c.host}]` : c.host}:${(s.address() as AddressInfo).port}`;
+  agentUrl = () => url(servers[0]);
   log.info({ event: 'node_started', agent: url(servers[0]), admin: url(servers[1]) }, 'node started');
   let closing: Promise<void> | null = null;
   return {
