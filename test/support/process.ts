@@ -74,6 +74,9 @@ const LINES_KEPT = 40;
 
 /** Spawns the server with `env` and resolves once it has logged `node_started`. */
 export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number } = {}): Promise<NodeProcess> {
+  if (['warn', 'error', 'fatal', 'silent'].includes(env.APL_LOG_LEVEL ?? 'info')) {
+    return Promise.reject(new Error(`APL_LOG_LEVEL=${env.APL_LOG_LEVEL}: the node_started line the addresses come from is logged at info`));
+  }
   const child = spawn(process.execPath, [MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   // The node logs a line per request; the lines about its state are kept apart so they are not crowded out.

@@ -45,7 +45,7 @@ export class RawClient {
     return new Promise((resolve, reject) => {
       const headers: Record<string, string> = { ...r.headers };
       if (r.body !== undefined) headers['content-length'] = String(Buffer.byteLength(r.body));
-      const req = request({ host: this.host, port: this.port, method: r.method, path: r.path, headers, agent: this.agent, servername: this.host }, (res) => {
+      const req = request({ host: this.host, port: this.port, method: r.method, path: r.path, headers, agent: this.agent }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
