@@ -85,7 +85,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     isPrimary: () => replica.isLeader(),
     health: () => {
       const s = replica.status();
-      return { ready: replica.ready(), detail: { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.ledger.applied } };
+      return { ready: replica.ready(), detail: { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex } };
     },
   };
   const agent = agentApp({
@@ -97,7 +97,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   const admin = adminApp({
     node: {
       ...node,
-      applied: () => ({ index: replica.ledger.applied, head: replica.ledger.head }),
+      applied: () => ({ index: replica.appliedIndex, head: replica.ledger.head }),
       journal: () => replica.journalRecords(),
       cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: agentUrl() }] }),
       transferLeadership: (to) => {

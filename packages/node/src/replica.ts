@@ -88,6 +88,13 @@ export class Replica {
   private failed: Error | null = null;
   private closed = false;
   private timers: NodeJS.Timeout[] = [];
+  /**
+   * applied is the index of the last committed entry this replica has applied,
+   * a new leader's no-op and unreadable entries included; ledger.applied counts
+   * operations only. Invariant: ledger.applied <= applied <= commit.
+   */
+  private applied: number;
+  /** snapshotIndex is the index of the latest compaction snapshot. */
   private snapshotIndex: number;
   private journalSynced = 0;
 
@@ -97,9 +104,11 @@ export class Replica {
     private readonly store: LevelLogStore,
     private readonly journal: Level<string, string>,
     ledger: Ledger,
+    applied: number,
   ) {
     this.ledger = ledger;
-    this.snapshotIndex = ledger.applied;
+    this.applied = applied;
+    this.snapshotIndex = applied;
   }
 
   static async open(opts: ReplicaOptions): Promise<Replica> {
@@ -109,6 +118,8 @@ export class Replica {
     await journal.open();
     const boot = await store.load();
     const ledger = boot.snapshot ? decodeSnapshot(boot.snapshot.data) : createLedger();
+    // The snapshot covers the log up to its index, no-ops after the last operation included.
+    const applied = Math.max(ledger.applied, boot.snapshot?.meta.index ?? 0);
     const raft = new RawNode({
       id: opts.id,
       peers: opts.peers,
@@ -121,9 +132,9 @@ export class Replica {
       maxUncommittedEntries: opts.raft.max_uncommitted_entries,
       // Election timeouts must differ between members; the state machine never sees this.
       random: mulberry32(randomBytes(4).readUInt32LE()),
-      applied: ledger.applied,
+      applied,
     }, boot);
-    const r = new Replica(opts, raft, store, journal, ledger);
+    const r = new Replica(opts, raft, store, journal, ledger, applied);
     opts.log.info({ event: 'replica_open', applied: ledger.applied, commit: boot.hardState.commit, term: boot.hardState.term }, 'replica opened');
     return r;
   }
@@ -153,7 +164,7 @@ export class Replica {
   /** Whether the member serves: open, not failed, a primary known, and the log applied. */
   ready(): boolean {
     const s = this.raft.status();
-    return !this.closed && this.failed === null && s.leader !== null && this.ledger.applied >= s.commit;
+    return !this.closed && this.failed === null && s.leader !== null && this.applied >= s.commit;
   }
 
   /** Hands a message from a peer to Raft. */
@@ -283,7 +294,8 @@ export class Replica {
 
   private restore(rd: Ready): void {
     this.ledger = decodeSnapshot(rd.snapshot!.data);
-    this.snapshotIndex = this.ledger.applied;
+    this.applied = rd.snapshot!.meta.index;
+    this.snapshotIndex = this.applied;
     this.opts.log.info({ event: 'snapshot_restored', applied: this.ledger.applied }, 'state restored from a snapshot');
   }
 
@@ -291,7 +303,8 @@ export class Replica {
   private applyEntries(entries: Entry[]): { type: 'put'; key: string; value: string }[] {
     const journal: { type: 'put'; key: string; value: string }[] = [];
     for (const e of entries) {
-      if (e.index <= this.ledger.applied) continue;
+      if (e.index <= this.applied) continue;
+      this.applied = e.index;
       if (e.data.length === 0) {
         this.settle(e, null);
         continue;
@@ -333,7 +346,7 @@ export class Replica {
 
   private serveReads(): void {
     for (const [ctx, r] of this.reads) {
-      if (r.index === null || this.ledger.applied < r.index) continue;
+      if (r.index === null || this.applied < r.index) continue;
       this.reads.delete(ctx);
       clearTimeout(r.timer);
       r.resolve();
@@ -343,7 +356,7 @@ export class Replica {
   private observe(): void {
     const s = this.raft.status();
     const m = this.opts.metrics;
-    m.appliedIndex.set(this.ledger.applied);
+    m.appliedIndex.set(this.applied);
     m.commitIndex.set(s.commit);
     m.term.set(s.term);
     m.isLeader.set(s.role === 'leader' ? 1 : 0);
@@ -353,7 +366,7 @@ export class Replica {
 
   /** Compacts the Raft log once enough has been applied since the last snapshot. */
   private async maybeCompact(): Promise<void> {
-    const applied = this.ledger.applied;
+    const applied = this.applied;
     if (applied - this.snapshotIndex < this.opts.snapshotIntervalEntries) return;
     if (this.journalSynced < applied) {
       // The journal must hold every entry the compaction will drop from the Raft log.
@@ -384,6 +397,11 @@ export class Replica {
       r.reject(e);
     }
     this.reads.clear();
+  }
+
+  /** The index of the last committed entry applied here (no-ops included). */
+  get appliedIndex(): number {
+    return this.applied;
   }
 
   /** The fatal error that stopped the replica, if any. */
