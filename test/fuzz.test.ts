@@ -10,7 +10,8 @@
 //   - an error is `{error, message, ...}` with a known code of that status, and no
 //     stack trace or file path;
 //   - the ledger digest moves exactly when an intent was recorded (a 200 that is not
-//     a replay, whose entry hash is the new head), or an admin mutation succeeded.
+//     a replay, whose entry hash is the new head), or an admin mutation succeeded;
+//   - a replay repeats the first answer byte for byte.
 // The generators reach acceptance too, and the test counts what they reached, so it
 // cannot pass by refusing everything. At the end, what was recorded must verify from
 // the export and replay to the same state after a restart.
@@ -48,6 +49,8 @@ let spareKey = '';
 
 /** Transactions recorded so far, for replays (and, sent by the other party, conflicts). */
 const recorded: string[] = [];
+/** answers holds the text each recorded transaction was first answered with: a replay must repeat it byte for byte. */
+const answers = new Map<string, string>();
 /** Obligations created so far, for receipts that name one. */
 const obligations: string[] = [];
 let txnSeq = 0;
@@ -107,6 +110,7 @@ async function freshNode(): Promise<void> {
   await startOn(dataDir);
   await bootstrap(n);
   recorded.length = 0;
+  answers.clear();
   obligations.length = 0;
   const past = new Date(Date.now() - 60_000).toISOString();
   const future = new Date(Date.now() + 3_600_000).toISOString();
@@ -476,8 +480,11 @@ async function exchange(name: string, plane: 'agent' | 'admin', req: RawRequest,
   }
   if (isOutcome) {
     bump(tl.verdicts, String(body.verdict));
+    const first = answers.get(String(body.transaction));
+    if (replayed && first !== undefined && first !== res.text) problems.push(`a replay of ${String(body.transaction)} answered other bytes than the first answer: ${first.slice(0, 300)}`);
     if (replayed) tl.replays++;
     else {
+      answers.set(String(body.transaction), res.text);
       tl.recorded++;
       recorded.push(String(body.transaction));
       for (const o of (body.provenance as { obligations_created?: string[] }).obligations_created ?? []) obligations.push(o);
@@ -554,6 +561,11 @@ t.test('inputs the fuzz found, reduced', async (t) => {
     await probe(t, `a body of ${depth} nested arrays is a 4xx`, 'agent', { method: 'POST', path: '/api/v1/intents', headers: json, body: nested(depth) });
   }
   await probe(t, 'an admin body of 4000 nested arrays is a 4xx', 'admin', { method: 'POST', path: '/admin/v1/parties', headers: { ...json, authorization: `Bearer ${TOKENS.operator}` }, body: `{"id":"party_deep","x":${nested(4000)}}` });
+  // A policy bundle is taken as it comes (the core validates it), so a deep one reaches
+  // the canonical encoder of the proposal (core canonical.ts write), which recurses too.
+  for (const depth of [3000, 2000, 4000]) {
+    await probe(t, `a policy draft whose bundle is ${depth} nested arrays is a 4xx`, 'admin', { method: 'POST', path: '/admin/v1/policies', headers: { ...json, authorization: `Bearer ${TOKENS.author}` }, body: `{"id":"pol_deep_${depth}","bundle":${nested(depth)}}` });
+  }
   // An attestation whose cap entry is longer than the log records used to be proposed,
   // and the replica stopped for good when it could not read the entry back.
   const { req } = intentRequest({ kind: 'usageA', minor: 5n, consume: null, txn: 'fresh', att: 'longCap', mutations: [], contentType: 'application/json', encoding: null });
@@ -658,7 +670,7 @@ const planeCase = (plane: 'agent' | 'admin', own: string[], right: (typeof AUTHS
 });
 
 /** Admin mutations that can succeed: the right route, body and role, on ids the fuzz owns. */
-const adminMutation = fc.tuple(fc.nat({ max: 11 }), fc.nat({ max: 20 })).map(([k, i]) => {
+const adminMutation = fc.tuple(fc.nat({ max: 12 }), fc.nat({ max: 20 })).map(([k, i]) => {
   const id = `fz${i}`;
   const agent = `agent://fuzz.example/agent/${id}`;
   const cases: [string, string, 'operator' | 'author' | 'reviewer' | 'approver', unknown][] = [
@@ -674,6 +686,7 @@ const adminMutation = fc.tuple(fc.nat({ max: 11 }), fc.nat({ max: 20 })).map(([k
     ['POST', `/admin/v1/policies/pol_${id}/approve`, 'approver', {}],
     ['POST', `/admin/v1/policies/pol_${id}/dry-run`, 'author', { limit: 50 }],
     ['POST', `/admin/v1/policies/pol_${id}/review`, 'author', undefined],
+    ['POST', '/admin/v1/policies', 'author', { id: `pol_deep_${id}`, bundle: { $deep: [1000, 3000, 4000][i % 3] } }],
   ];
   const [method, path, who, body] = cases[k]!;
   return { plane: 'admin' as const, method, path, query: [] as [string, string][], auth: who, body: body === undefined ? null : { json: body } };
