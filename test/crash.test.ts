@@ -404,12 +404,12 @@ t.test('SIGKILL mid-stream loses no acknowledged intent and counts none twice', 
   t.comment(`figures: ${JSON.stringify({ ...figures, landed: landed.length, exportRecords: records.length, digests: observedDigests.length, ms: Date.now() - began })}`);
 });
 
-// Found by the crash test: the replica counts only operations as applied, not the
-// empty entry a new leader commits at its election, so a node whose last committed
-// entry is that entry (a restart, or a fresh start, with no write since) is never
-// ready and times out every linearizable read until something else is written.
-// With the default one-second ledger tick this heals at the first tick; with ticks
-// off it never does.
+// Found by the crash test (and fixed since): the replica counted only operations as
+// applied, not the empty entry a new leader commits at its election, so a node whose
+// last committed entry was that entry (a restart, or a fresh start, with no write
+// since) was never ready and timed out every linearizable read until something else
+// was written. With the default one-second ledger tick it healed at the first tick;
+// with ticks off it never did.
 t.test('a restarted node is ready and serves reads with nothing written since its election', async (t) => {
   const p = await spawnNode(nodeEnv(dataDir, QUIET_ENV));
   proc = p;
