@@ -1,7 +1,7 @@
 // Proves that the JSON codec keeps 128-bit integers exact both ways, at and past
 // every boundary the ledger uses, and refuses malformed text.
 import t from 'tap';
-import { JsonSyntaxError, parseJson, stringifyJson } from './json.js';
+import { JSON_DEPTH_MAX, JsonSyntaxError, parseJson, stringifyJson } from './json.js';
 
 t.test('integers beyond 2^53 are parsed exactly as bigint, safe ones as number', async (t) => {
   const cases: [string, number | bigint][] = [
@@ -40,4 +40,13 @@ t.test('a __proto__ key is an own property, not a prototype', async (t) => {
   const v = parseJson('{"__proto__":{"polluted":true}}') as Record<string, unknown>;
   t.equal(Object.getPrototypeOf(v), Object.prototype);
   t.equal(({} as Record<string, unknown>).polluted, undefined);
+});
+
+t.test('nesting is bounded, so no walk of a parsed value can run out of stack', async (t) => {
+  const nest = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+  t.doesNotThrow(() => parseJson(nest(JSON_DEPTH_MAX)));
+  t.throws(() => parseJson(nest(JSON_DEPTH_MAX + 1)), { name: 'JsonSyntaxError', message: /nested deeper than 64 levels/ });
+  t.throws(() => parseJson(nest(100_000)), JsonSyntaxError);
+  const value = { s: `${'['.repeat(1000)}\\"{`, t: '\\' };
+  t.same(parseJson(JSON.stringify(value)), value, 'brackets, escaped quotes and backslashes in strings do not count');
 });

@@ -24,12 +24,39 @@ export class JsonSyntaxError extends Error {
   override readonly name = 'JsonSyntaxError';
 }
 
+/**
+ * How deeply JSON may nest. Every record of the ledger is far shallower (a policy
+ * bundle is about ten levels); the bound keeps the recursive walks that follow a
+ * parse (validation, canonical encoding) from running out of stack.
+ */
+export const JSON_DEPTH_MAX = 64;
+
 /** Parses JSON text without losing integer precision. Throws `JsonSyntaxError`. */
 export function parseJson(text: string): unknown {
+  checkDepth(text);
   try {
     return parse(text, null, parseNumber);
   } catch (err) {
     throw new JsonSyntaxError(err instanceof Error ? err.message : String(err));
+  }
+}
+
+/** Refuses text whose arrays and objects nest deeper than JSON_DEPTH_MAX, without recursion. */
+function checkDepth(text: string): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > JSON_DEPTH_MAX) throw new JsonSyntaxError(`JSON nested deeper than ${JSON_DEPTH_MAX} levels at position ${i}`);
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
   }
 }
 

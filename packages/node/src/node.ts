@@ -142,7 +142,25 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   };
 }
 
+/**
+ * A request Node's HTTP parser refuses (a bad request line, headers too large) never
+ * reaches Express; it is answered here with the same `{error, message}` body.
+ */
+function answerParseErrors(server: Server): void {
+  server.on('clientError', (err: Error & { rawPacket?: Buffer }, socket) => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const body = JSON.stringify({ error: 'malformed_request', message: 'The request could not be read as HTTP.' });
+    // A response to HEAD has no body; the raw bytes say whether this was one.
+    const head = err.rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
+    socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
+  });
+}
+
 function listen(server: Server, port: number, host: string): Promise<Server> {
+  answerParseErrors(server);
   return new Promise((resolvePromise, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
