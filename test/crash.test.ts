@@ -15,6 +15,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canonicalJson, parseJson, verifyExport } from '@apl/core';
+import { seededRandom } from '@apl/raft';
 import { contract } from './support/contract.js';
 import {
   AGENT_A, AGENT_B, Client, EVIDENCE, Issuer, TOKENS, bootstrap, testCerts,
@@ -37,7 +38,7 @@ const QUIET_ENV = { APL_TICK_INTERVAL_MS: '3600000', APL_COMMIT_TIMEOUT_MS: '200
 
 const seed = Number(process.env.APL_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 t.comment(`crash test seed ${seed} (rerun with APL_CRASH_SEED=${seed})`);
-const random = mulberry32(seed);
+const random = seededRandom(seed);
 const between = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
 
 /** One transaction id the test submitted, and what it was told about it. */
@@ -453,15 +454,4 @@ async function mapLimit<T, R>(xs: T[], limit: number, f: (x: T) => Promise<R>): 
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-function mulberry32(s: number): () => number {
-  let a = s >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -14,7 +14,8 @@
 import express, { type Request, type Response } from 'express';
 import { createHash } from 'node:crypto';
 import {
-  AGENT_URI, compareBytes, grantingCapability, isOwed, obligationView, outcomeView, transactionView, accountView, usageReport, policyView,
+  AGENT_URI, AccountId, TransactionId, UsageId, compareBytes, grantingCapability, isOwed, obligationView, outcomeView, parseWith,
+  transactionView, accountView, usageReport, policyView,
   type Applied, type IntentResult, type Operation, type State,
 } from '@apl/core';
 import { z } from 'zod';
@@ -47,7 +48,9 @@ export interface GatewayOptions {
   metrics: Metrics;
 }
 
-const USAGE_ID = /^usage_[A-Za-z0-9][A-Za-z0-9_.:-]{0,121}$/;
+// Path parameters, held to the same field schemas as the log's records.
+const TransactionParam = z.strictObject({ txn_id: TransactionId });
+const AccountParam = z.strictObject({ id: AccountId });
 const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
 const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text'], { error: 'must be json or text' }).optional() });
 const ObligationsQuery = ReadQuery.extend({
@@ -78,10 +81,7 @@ export function agentApp(o: GatewayOptions): express.Express {
   });
 
   app.get('/api/v1/transactions/:txn_id', async (req, res) => {
-    const id = req.params.txn_id!;
-    if (!/^txn_[A-Za-z0-9][A-Za-z0-9_.:-]{0,123}$/.test(id)) {
-      throw new ApiError('malformed_request', 'The transaction id is not valid.', { issues: [{ path: 'txn_id', message: 'must be a transaction id (txn_<id>)' }] });
-    }
+    const { txn_id: id } = parseRequest(TransactionParam, req.params, 'transaction id');
     const { party, state } = await reader(o, req, res, ReadQuery);
     const r = state.transactions.get(id);
     if (!r || r.party !== party) throw new ApiError('unknown_transaction', `No transaction ${id} is visible to this agent.`);
@@ -89,10 +89,7 @@ export function agentApp(o: GatewayOptions): express.Express {
   });
 
   app.get('/api/v1/accounts/:id/balance', async (req, res) => {
-    const id = req.params.id!;
-    if (!/^acc_[A-Za-z0-9][A-Za-z0-9_.:-]{0,123}$/.test(id)) {
-      throw new ApiError('malformed_request', 'The account id is not valid.', { issues: [{ path: 'id', message: 'must be an account id (acc_<id>)' }] });
-    }
+    const { id } = parseRequest(AccountParam, req.params, 'account id');
     const { party, state } = await reader(o, req, res, ReadQuery);
     const a = state.accounts.get(id);
     if (!a || a.party !== party) throw new ApiError('unknown_account', `No account ${id} is visible to this agent.`);
@@ -118,7 +115,7 @@ export function agentApp(o: GatewayOptions): express.Express {
 
   app.get('/api/v1/usages/:id', async (req, res) => {
     const id = req.params.id!;
-    if (!USAGE_ID.test(id)) throw new ApiError('invalid_usage_id', `${JSON.stringify(id)} is not a usage-balance id (usage_<id>).`);
+    if (!parseWith(UsageId, id).ok) throw new ApiError('invalid_usage_id', `${JSON.stringify(id)} is not a usage-balance id (usage_<id>).`);
     const { party, state, query } = await reader(o, req, res, UsageQuery);
     const u = state.usages.get(id);
     // One answer for a balance of another party, a balance with no owner and one never opened.

@@ -21,7 +21,7 @@ import {
   apply, canonicalJson, createLedger, decodeOperation, decodeSnapshot, encodeOperation, encodeSnapshot,
   type Applied, type Ledger, type Operation,
 } from '@apl/core';
-import { LevelLogStore, RawNode, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
+import { LevelLogStore, RawNode, seededRandom, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
 import { ApiError } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -131,7 +131,7 @@ export class Replica {
       maxSizePerMsg: opts.raft.max_size_per_msg,
       maxUncommittedEntries: opts.raft.max_uncommitted_entries,
       // Election timeouts must differ between members; the state machine never sees this.
-      random: mulberry32(randomBytes(4).readUInt32LE()),
+      random: seededRandom(randomBytes(4).readUInt32LE()),
       applied,
     }, boot);
     const r = new Replica(opts, raft, store, journal, ledger, applied);
@@ -414,16 +414,4 @@ function outcomeLabel(a: Applied): string {
   if (!a.result.ok) return a.result.error.error;
   const v = a.result.value as { kind?: string; outcome?: { verdict: string } };
   return v.kind === 'replayed' ? 'replayed' : (v.outcome?.verdict ?? 'unknown');
-}
-
-/** A small seeded generator for Raft's randomized election timeouts. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

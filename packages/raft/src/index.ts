@@ -49,6 +49,7 @@ export { RawNode, emptyBoot } from './rawnode.js';
 export { LevelLogStore, LogStoreCorruptError } from './level-store.js';
 export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 export { RaftInvariantError } from './assert.js';
+export { seededRandom } from './random.js';
 export {
   MESSAGE_TYPES,
   RAFT_ERROR_CODES,

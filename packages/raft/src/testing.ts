@@ -4,20 +4,12 @@
 // order until the group is quiet. Partitions and drop filters let a test cut links.
 import { Raft } from './raft.js';
 import { RawNode } from './rawnode.js';
+import { seededRandom } from './random.js';
 import { MemoryLogStore } from './storage.js';
 import type { Boot, Config, Entry, HardState, Message, NodeId, ReadState, Snapshot } from './types.js';
 
-/** seeded returns a deterministic random source (mulberry32) for config.random. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** seeded is the deterministic random source of the unit tests. */
+export const seeded = seededRandom;
 
 export function config(id: NodeId, peers: NodeId[], over: Partial<Config> = {}): Config {
   return {

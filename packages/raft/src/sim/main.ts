@@ -53,6 +53,26 @@ export function describeResult(r: SimResult): string {
   return `seed ${r.seed}: ${v} (nodes ${r.nodes}, events ${r.events}, commit ${r.commit}, acked ${r.acked}, crashes ${r.crashes}, max term ${r.maxTerm}, leader ${r.leaderTicks} and commit ${r.recoveryTicks} ticks after healing)`;
 }
 
+/** runSeeds runs the seeds [from, from + count) and collects the runs that failed. */
+export function runSeeds(
+  from: number,
+  count: number,
+  optionsOf: (seed: number) => Parameters<typeof runSimulation>[0] = (seed) => ({ seed }),
+  onFailure: (r: SimResult) => void = () => {},
+): { failed: SimResult[]; events: number } {
+  const failed: SimResult[] = [];
+  let events = 0;
+  for (let s = from; s < from + count; s++) {
+    const r = runSimulation(optionsOf(s));
+    events += r.events;
+    if (!r.ok) {
+      failed.push(r);
+      onFailure(r);
+    }
+  }
+  return { failed, events };
+}
+
 /** runCli runs the simulator as the command line would, printing through `print`; returns the exit status. */
 export function runCli(argv: string[], print: (line: string) => void): number {
   if (argv.length === 0) {
@@ -76,16 +96,7 @@ export function runCli(argv: string[], print: (line: string) => void): number {
     return r.ok ? 0 : 1;
   }
   const started = process.hrtime.bigint();
-  const failed: SimResult[] = [];
-  let events = 0;
-  for (let s = a.from; s < a.from + a.seeds; s++) {
-    const r = runSimulation(options(a, s));
-    events += r.events;
-    if (!r.ok) {
-      failed.push(r);
-      print(describeResult(r));
-    }
-  }
+  const { failed, events } = runSeeds(a.from, a.seeds, (s) => options(a, s), (r) => print(describeResult(r)));
   const secs = Number(process.hrtime.bigint() - started) / 1e9;
   const list = failed.length === 0 ? '' : `; failing seeds: ${failed.map((r) => r.seed).join(' ')}`;
   print(`sim: ${a.seeds} seeds from ${a.from}, ${a.seeds - failed.length} passed, ${failed.length} failed, ${events} events, ${secs.toFixed(1)}s${list}`);
