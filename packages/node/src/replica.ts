@@ -47,6 +47,8 @@ export interface ReplicaOptions {
 
 interface Waiter {
   term: number;
+  /** op is the proposal as read back from its bytes: the entry at this index and term holds exactly them. */
+  op: Operation;
   resolve: (a: Applied) => void;
   reject: (e: ApiError) => void;
   timer: NodeJS.Timeout;
@@ -206,7 +208,7 @@ export class Replica {
         this.opts.metrics.proposalsInFlight.set(this.waiters.size);
         reject(new ApiError('commit_unavailable', 'The commit could not be confirmed in time; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.'));
       }, this.opts.commitTimeoutMs);
-      this.waiters.set(index, { term: r.term, resolve, reject, timer });
+      this.waiters.set(index, { term: r.term, op: back.value, resolve, reject, timer });
     });
     this.opts.metrics.proposalsInFlight.set(this.waiters.size);
     this.kick();
@@ -309,7 +311,8 @@ export class Replica {
         this.settle(e, null);
         continue;
       }
-      const decoded = decodeOperation(e.data);
+      const proposed = this.waiters.get(e.index);
+      const decoded = proposed?.term === e.term ? { ok: true as const, value: proposed.op } : decodeOperation(e.data);
       if (!decoded.ok) {
         // Every replica reads the same bytes the same way, so skipping is deterministic;
         // stopping here would stop every replica at every restart. Proposers never
