@@ -8,5 +8,5 @@ export { devSetup, loadPrincipals, CERT_SCRIPT } from './devsetup.js';
 export { paserkId, toPaserk, verifyPaseto, Attestor } from './attest.js';
 export { agentDocument, adminDocument, renderDocuments } from './openapi.js';
 export { STATUS, type ErrorCode } from './errors.js';
-export { createLogger } from './log.js';
+export { createLogger, type Logger } from './log.js';
 export type { AdminPrincipal } from './admin-plane.js';

@@ -1,0 +1,34 @@
+// Proves the logs of DESIGN §10: JSON lines, one per request with the plane, route,
+// status and (for an intent) the transaction id, and one per state change of the
+// node; and that no attestation, admin token or justification text is ever logged.
+import t from 'tap';
+import { Writable } from 'node:stream';
+import { createLogger } from '@apl/node';
+import { AGENT_A, bootstrap, envelope, startTestNode, TOKENS } from './support/node.js';
+
+t.test('every request and state change is one JSON line, with no secret in any', async (t) => {
+  const lines: string[] = [];
+  const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done(); } });
+  const n = await startTestNode({}, undefined, createLogger('info', 'n1', sink));
+  t.teardown(() => n.close());
+  await bootstrap(n);
+  const att = await n.issuer.sign(AGENT_A);
+  const justification = 'A reason only the agent platform keeps';
+  await n.api('POST', '/api/v1/intents', { body: envelope(att, { transaction: 'txn_logged', justification }) });
+  await n.api('POST', '/api/v1/intents', { body: envelope(att, { transaction: 'txn_refused', policy: 'pol_old', justification }) });
+  await n.api('GET', '/api/v1/usages/usage_acme_llm', { token: att });
+  await n.close();
+
+  const records = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+  t.ok(records.length > 10, `${records.length} lines, each a JSON object`);
+  t.match(records.find((r) => r.event === 'node_started'), { level: 'info', node: 'n1', agent: /^https:\/\/127\.0\.0\.1:\d+$/ });
+  t.ok(records.some((r) => r.event === 'replica_open'));
+  t.ok(records.some((r) => r.event === 'node_stopped'));
+  t.match(records.find((r) => r.event === 'request' && r.transaction === 'txn_logged'),
+    { plane: 'agent', method: 'POST', route: '/api/v1/intents', status: 200, ms: Number });
+  t.match(records.find((r) => r.event === 'request' && r.transaction === 'txn_refused'), { status: 409, error: 'stale_policy' });
+  t.match(records.find((r) => r.event === 'request' && r.route === '/api/v1/usages/:id'), { status: 200 });
+  t.ok(records.some((r) => r.event === 'request' && r.plane === 'admin' && r.status === 201), 'admin requests too');
+  const text = lines.join('\n');
+  for (const secret of [att, justification, ...Object.values(TOKENS)]) t.notOk(text.includes(secret), 'no secret is logged');
+});
