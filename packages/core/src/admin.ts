@@ -11,18 +11,8 @@ import { bundleHash, compileBundle } from './policy/bundle.js';
 import type { Policy, PolicyEvent, State } from './state.js';
 import { usageReport, type UsageReport } from './usage.js';
 
-export interface PolicyView {
-  id: string;
-  state: Policy['state'];
-  bundle_hash: string;
-  author: string;
-  reviewer: string | null;
-  approver: string | null;
-  activated_at_tick: number | null;
-  superseded_at_tick: number | null;
-  history: PolicyEvent[];
-  bundle: unknown;
-}
+/** A policy as the planes answer it: everything but its derived compiled form. */
+export type PolicyView = Omit<Policy, 'compiled'>;
 
 export type AdminValue =
   | { issuer: string; key_id: string }

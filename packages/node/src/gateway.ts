@@ -14,7 +14,7 @@
 import express, { type Request, type Response } from 'express';
 import { createHash } from 'node:crypto';
 import {
-  AGENT_URI, AccountId, TransactionId, UsageId, compareBytes, grantingCapability, isOwed, obligationView, outcomeView, parseWith,
+  AGENT_URI, AccountId, TransactionId, UsageId, checkPin as checkPolicyPin, compareBytes, grantingCapability, isOwed, obligationView, outcomeView, parseWith,
   transactionView, accountView, usageReport, policyView,
   type Applied, type IntentResult, type Operation, type State,
 } from '@apl/core';
@@ -182,9 +182,11 @@ async function attest(o: GatewayOptions, token: string): Promise<Attested> {
 
 /** The gateway's pin check before proposing: `stale_policy`, or `no_active_policy`. */
 function checkPin(state: State, pinned: string): void {
-  const active = state.activePolicy;
-  if (active === null) throw new ApiError('no_active_policy', `No policy is in force; the intent pinned ${pinned}.`, { pinned, active: null });
-  if (pinned !== active) throw new ApiError('stale_policy', `The pinned policy ${pinned} is not the policy in force (${active}).`, { pinned, active });
+  const pin = checkPolicyPin(state, pinned);
+  if (pin.ok) return;
+  // The commit point's own check, run before proposing, where a mismatch is named stale_policy.
+  const { error, message, ...extra } = pin.error;
+  throw new ApiError(error === 'policy_pin_mismatch' ? 'stale_policy' : error, message, extra);
 }
 
 function answerIntent(res: Response, applied: Applied, state: State): void {

@@ -7,7 +7,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import express from 'express';
 import { JsonSyntaxError, parseJson, parseWith, stringifyJson } from '@apl/core';
 import type { z } from 'zod';
-import { ApiError, STATUS } from './errors.js';
+import { ApiError } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -29,13 +29,14 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
       if (!/^application\/json\s*(;|$)/i.test(type)) {
         return next(new ApiError('malformed_request', 'The body must be JSON (Content-Type: application/json).'));
       }
+      const text = raw.toString('utf8');
       let body: unknown;
       try {
-        body = parseJson(raw.toString('utf8'));
+        body = parseJson(text);
       } catch (err) {
         return next(new ApiError('malformed_request', `The body is not valid JSON: ${(err as JsonSyntaxError).message}.`));
       }
-      const at = nonFinite(body, []);
+      const at = MAYBE_BEYOND_DOUBLE.test(text) ? nonFinite(body, []) : null;
       if (at !== null) {
         return next(new ApiError('malformed_request', 'The body holds a number too large to represent.', { issues: [{ path: at, message: 'is too large to represent' }] }));
       }
@@ -44,6 +45,12 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
     },
   ];
 }
+
+/**
+ * Only a literal with an exponent of three digits or more, or with 309 digits or
+ * more, can be beyond a double; a body without one is not walked.
+ */
+const MAYBE_BEYOND_DOUBLE = /[eE][+]?\d{3}|\d{309}/;
 
 /**
  * The dotted path of the first number that parsed to Infinity (`1e400` is valid JSON
@@ -113,4 +120,3 @@ export const notFound: RequestHandler = (req, _res, next) => {
   next(new ApiError('not_found', `No route ${req.method} ${req.path}.`));
 };
 
-export { STATUS };
