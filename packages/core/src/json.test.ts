@@ -50,3 +50,16 @@ t.test('nesting is bounded, so no walk of a parsed value can run out of stack', 
   const value = { s: `${'['.repeat(1000)}\\"{`, t: '\\' };
   t.same(parseJson(JSON.stringify(value)), value, 'brackets, escaped quotes and backslashes in strings do not count');
 });
+
+t.test('a duplicate key written with an escape is still a duplicate', async (t) => {
+  t.throws(() => parseJson('{"a":1,"\\u0061":2}'), { name: 'JsonSyntaxError', message: /duplicate key "a"/ });
+  t.throws(() => parseJson('{"x":{"k":1,"k":2}}'), { name: 'JsonSyntaxError', message: /duplicate key "k"/ });
+  t.same(parseJson('{"a":{"a":1},"b":[{"a":1},{"a":2}]}'), { a: { a: 1 }, b: [{ a: 1 }, { a: 2 }] }, 'the same key in different objects is not a duplicate');
+  t.same(parseJson('{"a":"k\\",\\"k","k":1}'), { a: 'k","k', k: 1 }, 'keys inside a string value are not keys');
+});
+
+t.test('long digit runs inside strings and fractions stay what they are', async (t) => {
+  t.same(parseJson('{"id":"12345678901234567890","f":0.12345678901234567890}'), { id: '12345678901234567890', f: 0.12345678901234567890 });
+  t.equal(parseJson('1e400'), Infinity, 'a literal beyond any double is left to the caller, which refuses it by name');
+  t.same(parseJson('[1234567890123456789012, 12345678901234567890.5]'), [1234567890123456789012n, 12345678901234567890.5]);
+});
