@@ -11,7 +11,9 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { PRINCIPALS, testCerts } from './node.js';
 
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The repository: two levels up from test/support, three from its compiled test/dist/support. */
+const HERE = dirname(fileURLToPath(import.meta.url));
+export const REPO = resolve(HERE, ...(HERE.includes(`${'/'}dist${'/'}`) ? ['..', '..', '..'] : ['..', '..']));
 export const MAIN_JS = join(REPO, 'packages/node/dist/main.js');
 
 /** Sources of the server whose compiled file is older than they are: the build is stale. */
@@ -61,6 +63,8 @@ export interface NodeProcess {
   alive(): boolean;
   /** Sends SIGKILL and waits for the exit. */
   kill(): Promise<void>;
+  /** Sends SIGTERM (a graceful stop) and waits for the exit. */
+  stop(): Promise<void>;
   /** The last lines of stdout and stderr, for a failure message. */
   output(): string;
 }
@@ -73,11 +77,11 @@ process.once('exit', () => {
 const LINES_KEPT = 40;
 
 /** Spawns the server with `env` and resolves once it has logged `node_started`. */
-export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number } = {}): Promise<NodeProcess> {
+export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number; execPath?: string; nodeArgs?: string[]; args?: string[] } = {}): Promise<NodeProcess> {
   if (['warn', 'error', 'fatal', 'silent'].includes(env.APL_LOG_LEVEL ?? 'info')) {
     return Promise.reject(new Error(`APL_LOG_LEVEL=${env.APL_LOG_LEVEL}: the node_started line the addresses come from is logged at info`));
   }
-  const child = spawn(process.execPath, [MAIN_JS], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(opts.execPath ?? process.execPath, [...(opts.nodeArgs ?? []), MAIN_JS, ...(opts.args ?? [])], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   // The node logs a line per request; the lines about its state are kept apart so they are not crowded out.
   const tail: string[] = [];
@@ -121,6 +125,10 @@ export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: 
         alive: () => exitedWith === null,
         kill: async () => {
           if (exitedWith === null) child.kill('SIGKILL');
+          await exited;
+        },
+        stop: async () => {
+          if (exitedWith === null) child.kill('SIGTERM');
           await exited;
         },
         output,

@@ -1,6 +1,6 @@
 /**
- * The server process: `npm start` (a standalone node with development defaults) or
- * `node packages/node/dist/main.js --config deploy/n1.json`.
+ * The server process, once main.ts has checked the runtime: configuration, first-start
+ * development setup, the node, and a graceful stop on SIGINT and SIGTERM.
  */
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, tlsFiles, tokensFile } from './config.js';

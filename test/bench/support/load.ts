@@ -1,0 +1,124 @@
+/**
+ * A closed-loop load generator: `concurrency` requests in flight, each answered one
+ * followed at once by the next. It runs in the benchmark's process; the server is
+ * another process (see server.ts), so the two never share a thread. HTTP goes through
+ * undici pools with keep-alive connections, one connection per request in flight.
+ */
+import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { Pool } from 'undici';
+import type { Mix, RequestKind } from './workload.js';
+
+export interface LoadOptions {
+  /** agent-plane base URLs; requests go to them in turn. */
+  urls: string[];
+  ca: string;
+  concurrency: number;
+  mix: Mix;
+  /** stop after this many requests... */
+  requests?: number;
+  /** ...or after this many milliseconds, whichever comes first. */
+  durationMs?: number;
+  /** called after every `windowRequests` requests with the window's figures. */
+  windowRequests?: number;
+  onWindow?: (w: LoadStats) => void | Promise<void>;
+}
+
+export interface LoadStats {
+  requests: number;
+  intents: number;
+  reads: number;
+  seconds: number;
+  intentsPerSecond: number;
+  /** intent latency in milliseconds. */
+  p50: number;
+  p99: number;
+  max: number;
+  readP99: number;
+  /** answers by status code, and verdicts of the 200s. */
+  statuses: Record<string, number>;
+  verdicts: Record<string, number>;
+}
+
+class Window {
+  readonly intentMs: number[] = [];
+  readonly readMs: number[] = [];
+  readonly statuses: Record<string, number> = {};
+  readonly verdicts: Record<string, number> = {};
+  readonly start = performance.now();
+
+  record(kind: RequestKind, ms: number, status: number, verdict: string | null): void {
+    (kind === 'read' ? this.readMs : this.intentMs).push(ms);
+    this.statuses[status] = (this.statuses[status] ?? 0) + 1;
+    if (verdict !== null) this.verdicts[verdict] = (this.verdicts[verdict] ?? 0) + 1;
+  }
+
+  stats(): LoadStats {
+    const seconds = (performance.now() - this.start) / 1000;
+    const lat = Float64Array.from(this.intentMs).sort();
+    const reads = Float64Array.from(this.readMs).sort();
+    return {
+      requests: lat.length + reads.length,
+      intents: lat.length,
+      reads: reads.length,
+      seconds,
+      intentsPerSecond: lat.length / seconds,
+      p50: percentile(lat, 50),
+      p99: percentile(lat, 99),
+      max: lat.length === 0 ? 0 : lat[lat.length - 1]!,
+      readP99: percentile(reads, 99),
+      statuses: this.statuses,
+      verdicts: this.verdicts,
+    };
+  }
+}
+
+export function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Runs the load and returns the figures of the whole run. */
+export async function runLoad(o: LoadOptions): Promise<LoadStats> {
+  const ca = readFileSync(o.ca);
+  const pools = o.urls.map((u) => new Pool(u, { connections: Math.max(1, Math.ceil(o.concurrency / o.urls.length)), pipelining: 1, connect: { ca } }));
+  const total = new Window();
+  let window = new Window();
+  let sent = 0;
+  let windowed = 0;
+  const deadline = o.durationMs === undefined ? Infinity : performance.now() + o.durationMs;
+  const more = () => (o.requests === undefined || sent < o.requests) && performance.now() < deadline;
+  let failure: Error | null = null;
+  const worker = async (k: number) => {
+    while (more() && failure === null) {
+      const req = o.mix.next();
+      const pool = pools[(sent + k) % pools.length]!;
+      sent++;
+      const t0 = performance.now();
+      const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, ...(req.body === undefined ? {} : { body: req.body }) });
+      const text = await res.body.text();
+      const ms = performance.now() - t0;
+      const verdict = req.method === 'POST' && res.statusCode === 200 ? verdictOf(text) : null;
+      o.mix.observe(req, res.statusCode, text);
+      total.record(req.kind, ms, res.statusCode, verdict);
+      window.record(req.kind, ms, res.statusCode, verdict);
+      if (o.onWindow && o.windowRequests && ++windowed % o.windowRequests === 0) {
+        const done = window;
+        window = new Window();
+        await o.onWindow(done.stats());
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: o.concurrency }, (_, k) => worker(k).catch((err: Error) => { failure ??= err; })));
+  } finally {
+    await Promise.all(pools.map((p) => p.close()));
+  }
+  if (failure) throw failure;
+  return total.stats();
+}
+
+function verdictOf(text: string): string {
+  const m = /"verdict":"(\w+)"/.exec(text);
+  return m ? m[1]! : 'unknown';
+}

@@ -1,0 +1,78 @@
+/**
+ * The server under load: the real process (`packages/node/dist/main.js`), started as
+ * `npm start` starts it but on free ports and its own data directory, optionally on
+ * another Node.js binary or with a CPU profile. Its memory is read from outside
+ * (/proc) and from its own metrics, never from inside the load generator.
+ */
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, TOKENS, testCerts } from '../../support/node.js';
+import { nodeEnv, spawnNode, type NodeProcess } from '../../support/process.js';
+import type { AdminCall } from './workload.js';
+
+export interface BenchServer {
+  proc: NodeProcess;
+  dataDir: string;
+  ca: string;
+  admin: AdminCall;
+  /** resident set size of the server process, in bytes. */
+  rss(): number;
+  /** the server's own gauges: V8 heap used, in bytes. */
+  heapUsed(): Promise<number>;
+  /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
+  stop(opts?: { keepData?: boolean }): Promise<void>;
+}
+
+export interface ServerOptions {
+  /** the Node.js binary to run the server on (default: this process's). */
+  execPath?: string;
+  /** write a CPU profile into this directory when the server stops. */
+  cpuProfDir?: string;
+  /** an existing data directory (a restart); default: a fresh one. */
+  dataDir?: string;
+  env?: Record<string, string>;
+  startTimeoutMs?: number;
+}
+
+export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServer> {
+  const dataDir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'apl-bench-'));
+  const nodeArgs = o.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`];
+  const proc = await spawnNode(nodeEnv(dataDir, o.env ?? {}), {
+    ...(o.execPath === undefined ? {} : { execPath: o.execPath }),
+    nodeArgs,
+    startTimeoutMs: o.startTimeoutMs ?? 60_000,
+  });
+  const ca = testCerts().ca;
+  const client = new Client(proc.adminUrl, ca);
+  const admin: AdminCall = async (who, path, body) => {
+    const r = await client.request('POST', path, { body, token: TOKENS[who] });
+    return { status: r.status, text: r.text };
+  };
+  return {
+    proc, dataDir, ca, admin,
+    rss: () => residentBytes(proc.pid),
+    heapUsed: async () => {
+      const r = await client.request('GET', '/metrics', { token: TOKENS.operator });
+      const m = /^nodejs_heap_size_used_bytes (\d+(\.\d+)?(e\+\d+)?)/m.exec(r.text);
+      return m ? Number(m[1]) : NaN;
+    },
+    stop: async (s = {}) => {
+      client.close();
+      await proc.stop();
+      if (!s.keepData && o.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function residentBytes(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+/** The newest CPU profile a server wrote into `dir`. */
+export function newestProfile(dir: string): string {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort();
+  if (files.length === 0) throw new Error(`no CPU profile in ${dir}`);
+  return join(dir, files[files.length - 1]!);
+}
