@@ -3,7 +3,7 @@
 // is caught at its line.
 import t from 'tap';
 import { canonicalJson } from './canonical.js';
-import { verifyExport } from './audit.js';
+import { ExportVerifier, verifyExport } from './audit.js';
 import { stateHash } from './snapshot.js';
 import { Harness, intent, EVIDENCE } from './testing.js';
 import { apply, createLedger } from './apply.js';
@@ -44,4 +44,18 @@ t.test('tampering is caught at its line', async (t) => {
   const dropped = lines.filter((_, i) => i !== 5);
   t.match(verifyExport(dropped.join('\n')), { ok: false, line: 6 });
   t.match(verifyExport('{"index":1'), { ok: false, line: 1, reason: /not JSON/ });
+});
+
+t.test('the streaming verifier reaches the same verdict line by line, and stays failed after a failure', async (t) => {
+  const { lines } = exported();
+  const v = new ExportVerifier();
+  for (const l of lines) t.same(v.push(l), { ok: true });
+  t.same(v.result(), verifyExport(lines.join('\n')));
+  const bad = new ExportVerifier();
+  bad.push(lines[0]!);
+  bad.push('');
+  const failed = bad.push(lines[2]!);
+  t.match(failed, { ok: false, line: 3, reason: /index \d+ does not follow|chain breaks|recorded result/ });
+  t.same(bad.push(lines[1]!), failed, 'a later line cannot repair the chain');
+  t.same(bad.result(), failed);
 });

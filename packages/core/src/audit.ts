@@ -5,8 +5,12 @@
  * recomputed result and chain link equals the recorded one, and that indexes
  * increase. Its answer is the digest and state hash the log leads to, which an
  * auditor compares with what the node reports (`GET /admin/v1/log/digest`).
+ *
+ * `ExportVerifier` takes the records one line at a time, so an export of any length
+ * is verified as it streams in, without holding it; `verifyExport` is the same over
+ * a whole text.
  */
-import { apply, createLedger } from './apply.js';
+import { apply, createLedger, type Ledger } from './apply.js';
 import { canonicalJson } from './canonical.js';
 import { parseJson } from './json.js';
 import { parseOperation } from './ops.js';
@@ -16,27 +20,59 @@ export type Verified =
   | { ok: true; records: number; applied: number; digest: string; state_hash: string }
   | { ok: false; line: number; reason: string };
 
-export function verifyExport(ndjson: string): Verified {
-  const ledger = createLedger();
-  const lines = ndjson.split('\n').filter((l) => l.trim() !== '');
-  for (const [k, text] of lines.entries()) {
-    const line = k + 1;
+export type LineCheck = { ok: true } | { ok: false; line: number; reason: string };
+
+export class ExportVerifier {
+  private readonly ledger: Ledger = createLedger();
+  /** line is the number of the last line pushed, blank ones included. */
+  private line = 0;
+  private records = 0;
+  private failure: { ok: false; line: number; reason: string } | null = null;
+
+  /** Checks the next line of the export; once one fails, every later push answers that failure. */
+  push(text: string): LineCheck {
+    if (this.failure) return this.failure;
+    this.line++;
+    if (text.trim() === '') return { ok: true };
+    const reason = this.check(text);
+    if (reason === null) {
+      this.records++;
+      return { ok: true };
+    }
+    this.failure = { ok: false, line: this.line, reason };
+    return this.failure;
+  }
+
+  /** The verdict on everything pushed: the digest and state hash it leads to, or the first failure. */
+  result(): Verified {
+    if (this.failure) return this.failure;
+    return { ok: true, records: this.records, applied: this.ledger.applied, digest: this.ledger.head, state_hash: stateHash(this.ledger.state) };
+  }
+
+  private check(text: string): string | null {
     let record: { index?: unknown; op?: unknown; result?: unknown; entry_hash?: unknown };
     try {
       record = parseJson(text) as typeof record;
     } catch (err) {
-      return { ok: false, line, reason: `not JSON: ${(err as Error).message}` };
+      return `not JSON: ${(err as Error).message}`;
     }
+    const ledger = this.ledger;
     const index = typeof record.index === 'bigint' ? Number(record.index) : record.index;
     if (typeof index !== 'number' || !Number.isSafeInteger(index) || index <= ledger.applied) {
-      return { ok: false, line, reason: `index ${String(record.index)} does not follow ${ledger.applied}` };
+      return `index ${String(record.index)} does not follow ${ledger.applied}`;
     }
     const op = parseOperation(record.op);
-    if (!op.ok) return { ok: false, line, reason: `not an operation: ${op.issues.map((i) => `${i.path} ${i.message}`).join('; ')}` };
+    if (!op.ok) return `not an operation: ${op.issues.map((i) => `${i.path} ${i.message}`).join('; ')}`;
     const a = apply(ledger, index, op.value);
-    if (canonicalJson(a.result) !== canonicalJson(record.result)) return { ok: false, line, reason: `the recorded result of index ${index} is not what the operation gives` };
-    if (a.entry_hash === null) return { ok: false, line, reason: `the operation at index ${index} took no effect and has no place in the log` };
-    if (a.entry_hash !== record.entry_hash) return { ok: false, line, reason: `the chain breaks at index ${index}` };
+    if (canonicalJson(a.result) !== canonicalJson(record.result)) return `the recorded result of index ${index} is not what the operation gives`;
+    if (a.entry_hash === null) return `the operation at index ${index} took no effect and has no place in the log`;
+    if (a.entry_hash !== record.entry_hash) return `the chain breaks at index ${index}`;
+    return null;
   }
-  return { ok: true, records: lines.length, applied: ledger.applied, digest: ledger.head, state_hash: stateHash(ledger.state) };
+}
+
+export function verifyExport(ndjson: string): Verified {
+  const v = new ExportVerifier();
+  for (const line of ndjson.split('\n')) if (!v.push(line).ok) break;
+  return v.result();
 }
