@@ -15,12 +15,12 @@ export interface LoadOptions {
   ca: string;
   concurrency: number;
   mix: Mix;
-  /** stop after this many requests... */
-  requests?: number;
+  /** stop after this many intents (reads are not counted)... */
+  intents?: number;
   /** ...or after this many milliseconds, whichever comes first. */
   durationMs?: number;
-  /** called after every `windowRequests` requests with the window's figures. */
-  windowRequests?: number;
+  /** called after every `windowIntents` intents with the window's figures. */
+  windowIntents?: number;
   onWindow?: (w: LoadStats) => void | Promise<void>;
 }
 
@@ -85,15 +85,17 @@ export async function runLoad(o: LoadOptions): Promise<LoadStats> {
   const total = new Window();
   let window = new Window();
   let sent = 0;
+  let intentsSent = 0;
   let windowed = 0;
   const deadline = o.durationMs === undefined ? Infinity : performance.now() + o.durationMs;
-  const more = () => (o.requests === undefined || sent < o.requests) && performance.now() < deadline;
+  const more = () => (o.intents === undefined || intentsSent < o.intents) && performance.now() < deadline;
   let failure: Error | null = null;
   const worker = async (k: number) => {
     while (more() && failure === null) {
       const req = o.mix.next();
       const pool = pools[(sent + k) % pools.length]!;
       sent++;
+      if (req.kind !== 'read') intentsSent++;
       const t0 = performance.now();
       const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, ...(req.body === undefined ? {} : { body: req.body }) });
       const text = await res.body.text();
@@ -102,7 +104,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadStats> {
       o.mix.observe(req, res.statusCode, text);
       total.record(req.kind, ms, res.statusCode, verdict);
       window.record(req.kind, ms, res.statusCode, verdict);
-      if (o.onWindow && o.windowRequests && ++windowed % o.windowRequests === 0) {
+      if (o.onWindow && o.windowIntents && req.kind !== 'read' && ++windowed % o.windowIntents === 0) {
         const done = window;
         window = new Window();
         await o.onWindow(done.stats());

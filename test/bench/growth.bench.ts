@@ -1,0 +1,85 @@
+/**
+ * The ledger as it grows: one standalone node, its real store, a million intents
+ * (by default) sent over HTTPS by this process at 64 in flight with the realistic
+ * mix, the server in its own process. Per 100,000 intents it prints throughput,
+ * latency p50/p99/max, the server's RSS and V8 heap, and the answers by status;
+ * then it stops the node and times a restart to ready.
+ *
+ *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--json out.json]
+ *
+ * Targets (issue "The ledger's state on disk"): the last window's throughput within
+ * 20 % of the first's, max latency never above 250 ms, no 503, the heap under the
+ * bound in docs/BENCHMARKS.md, a restart ready in under 5 s. They are printed as
+ * met or missed, not asserted: a shared machine is too noisy for a timed test.
+ */
+import { writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { Client, TOKENS } from '../support/node.js';
+import { runLoad, type LoadStats } from './support/load.js';
+import { startBenchServer } from './support/server.js';
+import { Mix, bootstrapWorkload } from './support/workload.js';
+
+const { values: a } = parseArgs({
+  options: {
+    intents: { type: 'string', default: '1000000' },
+    window: { type: 'string', default: '100000' },
+    concurrency: { type: 'string', default: '64' },
+    parties: { type: 'string', default: '256' },
+    json: { type: 'string' },
+  },
+});
+const total = Number(a.intents);
+const windowIntents = Number(a.window);
+
+const server = await startBenchServer();
+const rows: (LoadStats & { recorded: number; rssBytes: number; heapBytes: number })[] = [];
+let recorded = 0;
+let restartMs = NaN;
+try {
+  const runId = `g${Date.now().toString(36)}`;
+  const mix = new Mix(await bootstrapWorkload(server.admin, Number(a.parties), runId), runId);
+  console.log(`${total.toLocaleString('en-US')} intents at ${a.concurrency} in flight, a line per ${windowIntents.toLocaleString('en-US')}`);
+  console.log('| intents recorded | intents/s | p50 | p99 | max | server RSS | server heap | answers |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---|');
+  await runLoad({
+    urls: [server.proc.agentUrl], ca: server.ca, concurrency: Number(a.concurrency), mix, intents: total, windowIntents,
+    onWindow: async (w) => {
+      recorded += w.intents;
+      const row = { ...w, recorded, rssBytes: server.rss(), heapBytes: await server.heapUsed() };
+      rows.push(row);
+      const answers = Object.entries(w.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
+      console.log(`| ${recorded.toLocaleString('en-US')} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${answers} |`);
+    },
+  });
+  await server.stop({ keepData: true });
+  const t0 = performance.now();
+  const again = await startBenchServer({ dataDir: server.dataDir, startTimeoutMs: 300_000 });
+  const probe = new Client(again.proc.agentUrl, again.ca);
+  while ((await probe.request('GET', '/readyz')).status !== 200) await new Promise((r) => setTimeout(r, 20));
+  restartMs = performance.now() - t0;
+  probe.close();
+  const digest = await new Client(again.proc.adminUrl, again.ca).request('GET', '/admin/v1/log/digest', { token: TOKENS.operator });
+  console.log(`restart of the ${recorded.toLocaleString('en-US')}-intent node: ready in ${(restartMs / 1000).toFixed(2)} s (applied index ${digest.body?.applied_index})`);
+  await again.stop();
+} finally {
+  await server.stop().catch(() => undefined);
+}
+
+const first = rows[0];
+const last = rows[rows.length - 1];
+if (first && last) {
+  const maxLatency = Math.max(...rows.map((r) => r.max));
+  const unavailable = rows.reduce((n, r) => n + (r.statuses['503'] ?? 0), 0);
+  const peakHeap = Math.max(...rows.map((r) => r.heapBytes));
+  const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  console.log(`last window ${Math.round(last.intentsPerSecond)}/s against the first's ${Math.round(first.intentsPerSecond)}/s: ${verdict(last.intentsPerSecond >= 0.8 * first.intentsPerSecond)}`);
+  console.log(`max latency ${maxLatency.toFixed(0)} ms (target 250): ${verdict(maxLatency <= 250)}`);
+  console.log(`503 answers: ${unavailable}: ${verdict(unavailable === 0)}`);
+  console.log(`peak heap ${mb(peakHeap)}; restart ${(restartMs / 1000).toFixed(2)} s (target 5): ${verdict(restartMs < 5000)}`);
+}
+if (a.json) writeFileSync(a.json, `${JSON.stringify({ rows, restartMs }, null, 2)}\n`);
+
+function mb(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(0)} MB`;
+}
