@@ -142,7 +142,8 @@ t.test('four eyes: no one reviews their own draft or approves what they reviewed
   t.match(approved.body, { state: 'approved', author: 'alice', reviewer: 'dana', approver: 'carol' });
   const list = await n.adm('reviewer', 'GET', '/admin/v1/policies');
   t.equal(list.body.active, 'pol_1', 'approving is not activating');
-  t.strictSame(list.body.policies.map((p: { id: string; state: string }) => [p.id, p.state]), [['pol_1', 'active'], ['pol_dana', 'draft'], ['pol_alice', 'approved']]);
+  t.strictSame(list.body.policies.map((p: { id: string; state: string }) => [p.id, p.state]), [['pol_1', 'active'], ['pol_alice', 'approved'], ['pol_dana', 'draft']], 'in id order');
+  t.equal(list.body.next, null);
 });
 
 t.test('409 already_exists names the id; nothing is overwritten', async (t) => {
@@ -318,15 +319,47 @@ t.test('dry run: which recorded verdicts a draft would change, read-only', async
   t.equal(run.status, 200);
   t.strictSame(run.body, {
     policy: 'pol_strict', bundle_hash: run.body.bundle_hash, evaluated: 2, unchanged: 1, decided_by_obligations: 0,
-    changed: [{ transaction: 'txn_adm_dry_large', recorded: 'Permitted', would_be: 'ForbiddenRejected', winning_rule: 'R-cap-strict', basis: 'Purchase of 300000 USD minor units exceeds the 200000 limit of rule R-cap-strict' }],
+    changed: [{ transaction: 'txn_adm_dry_large', party: 'party_acme', recorded: 'Permitted', would_be: 'ForbiddenRejected', winning_rule: 'R-cap-strict', basis: 'Purchase of 300000 USD minor units exceeds the 200000 limit of rule R-cap-strict' }],
+    next_before: run.body.next_before,
   });
+  const small = (await n.api('GET', '/api/v1/transactions/txn_adm_dry_small', { token: att })).body.provenance.log_index;
+  t.equal(run.body.next_before, small, 'the page ends at the older of the two; the next page is before it');
+  const older = await n.adm('reviewer', 'POST', '/admin/v1/policies/pol_strict/dry-run', { limit: 1, before: run.body.next_before });
+  t.equal(older.status, 200);
+  t.ok(older.body.evaluated + older.body.decided_by_obligations === 1, 'the next page judges one intent recorded before');
+  t.notOk(older.body.changed.some((c: { transaction: string }) => c.transaction.startsWith('txn_adm_dry')), 'and neither of the two already judged');
   const all = await n.adm('reviewer', 'POST', '/admin/v1/policies/pol_strict/dry-run');
   t.ok(all.body.evaluated >= 2, 'the default looks further back');
   t.equal((await digest()).digest, before.digest, 'a dry run writes nothing');
   isError(t, await n.adm('reviewer', 'POST', '/admin/v1/policies/pol_nope/dry-run', {}), 404, { error: 'unknown_policy', message: 'No policy pol_nope exists.' });
   isError(t, await n.adm('reviewer', 'POST', '/admin/v1/policies/pol_strict/dry-run', { limit: 0 }), 400, {
-    error: 'malformed_request', message: 'The dry-run request is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 10000' }],
+    error: 'malformed_request', message: 'The dry-run request is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }],
   });
+  isError(t, await n.adm('reviewer', 'POST', '/admin/v1/policies/pol_strict/dry-run', { limit: 1001 }), 400, {
+    error: 'malformed_request', message: 'The dry-run request is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }],
+  });
+});
+
+t.test('lists come in pages: at most limit items, and a cursor to the next page', async (t) => {
+  for (const id of ['party_page_a', 'party_page_b', 'party_page_c']) t.equal((await n.adm('operator', 'POST', '/admin/v1/parties', { id })).status, 201);
+  const seen: string[] = [];
+  let after: string | null = null;
+  let pages = 0;
+  do {
+    const r: Response = await n.adm('reviewer', 'GET', `/admin/v1/parties?limit=2${after === null ? '' : `&after=${encodeURIComponent(after)}`}`);
+    t.equal(r.status, 200);
+    t.ok(r.body.parties.length <= 2);
+    seen.push(...r.body.parties.map((p: { id: string }) => p.id));
+    after = r.body.next;
+    pages++;
+  } while (after !== null && pages < 100);
+  t.ok(['party_page_a', 'party_page_b', 'party_page_c'].every((id) => seen.includes(id)), 'every party is on some page');
+  t.equal(new Set(seen).size, seen.length, 'and on one page only');
+  t.strictSame(seen, [...seen].sort(), 'in id order');
+  t.ok(pages >= 2, `${pages} pages`);
+  isError(t, await n.adm('reviewer', 'GET', '/admin/v1/parties?limit=0'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }] });
+  isError(t, await n.adm('reviewer', 'GET', '/admin/v1/agents?limit=5000'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }] });
+  isError(t, await n.adm('reviewer', 'GET', '/admin/v1/policies?page=2'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: '', message: 'unknown field "page"' }] });
 });
 
 t.test('GET /admin/v1/cluster reports the single member', async (t) => {

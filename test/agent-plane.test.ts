@@ -473,13 +473,23 @@ t.test('409 stale_policy: nothing is written and the transaction id stays free',
   t.equal(again.body.verdict, 'Permitted', 'the client resubmits with the same id and the active pin');
 });
 
-t.test('409 transaction_conflict: another party\'s transaction id is not replayed to this one', async (t) => {
-  const id = txn('conflict');
+t.test("transaction ids are scoped per party: another party's use of an id is not seen, not replayed and not refused", async (t) => {
+  const id = txn('scoped');
   const envB = envelope(attB, { agent: AGENT_B, transaction: id, entries: [], action: { action: 'usage.record', bindings: {} } });
-  t.equal((await post(envB)).body.verdict, 'Permitted');
-  await refused(t, envelope(att, { transaction: id }), 409, {
-    error: 'transaction_conflict', message: `The transaction id ${id} is already recorded for another party; mint a new one.`,
-  });
+  const b = await post(envB);
+  t.equal(b.body.verdict, 'Permitted');
+  const a = await post(envelope(att, { transaction: id }));
+  t.equal(a.status, 200);
+  t.equal(a.headers['idempotent-replayed'], undefined, "A's intent is judged, not B's replayed");
+  t.equal(a.body.verdict, 'Permitted');
+  t.not(a.body.provenance.log_index, b.body.provenance.log_index);
+  const readA = await n.api('GET', `/api/v1/transactions/${id}`, { token: att });
+  const readB = await n.api('GET', `/api/v1/transactions/${id}`, { token: attB });
+  t.equal(readA.body.party, 'party_acme');
+  t.equal(readB.body.party, 'party_globex');
+  t.equal(readA.body.action.action, 'purchase.book');
+  t.equal(readB.body.action.action, 'usage.record');
+  t.equal((await post(envelope(att, { transaction: id, minor: 1 }))).headers['idempotent-replayed'], 'true', "A's own resubmission replays A's outcome");
 });
 
 t.test('a replay of a recorded refusal answers the same bytes with Idempotent-Replayed and writes nothing', async (t) => {

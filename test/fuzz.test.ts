@@ -20,7 +20,7 @@ import fc from 'fast-check';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stateHash, verifyExport } from '@apl/core';
+import { verifyExport } from '@apl/core';
 import { STATUS } from '@apl/node';
 import { contract } from './support/contract.js';
 import {
@@ -47,7 +47,7 @@ const tokens: Record<string, string> = {};
 /** A well-formed trust-root key nobody signs with, for admin mutations that can succeed. */
 let spareKey = '';
 
-/** Transactions recorded so far, for replays (and, sent by the other party, conflicts). */
+/** Transactions recorded so far, for replays (and, sent by the other party, ids of its own). */
 const recorded: string[] = [];
 /** answers holds the text each recorded transaction was first answered with: a replay must repeat it byte for byte. */
 const answers = new Map<string, string>();
@@ -145,7 +145,7 @@ async function freshNode(): Promise<void> {
 }
 
 /** The ledger digest, read straight from the replica. */
-const head = () => n.node.replica.ledger.head;
+const head = () => n.node.replica.store.position.head;
 
 // ---------------------------------------------------------------------------------
 // Building requests. Values are plain data so that a counterexample prints as it was
@@ -418,7 +418,7 @@ function mutateText(text: string, m: Mutation): string {
   }
 }
 
-function intentRequest(c: IntentCase): { req: RawRequest; txn: unknown } {
+function intentRequest(c: IntentCase): { req: RawRequest; txn: unknown; agent: unknown } {
   const { env } = baseEnvelope(c);
   for (const m of c.mutations) mutate(env, m);
   let text = emit(env);
@@ -426,7 +426,7 @@ function intentRequest(c: IntentCase): { req: RawRequest; txn: unknown } {
   const headers: Record<string, string> = {};
   if (c.contentType !== null) headers['content-type'] = c.contentType;
   if (c.encoding !== null) headers['content-encoding'] = c.encoding;
-  return { req: { method: 'POST', path: '/api/v1/intents', headers, body: text }, txn: env.transaction };
+  return { req: { method: 'POST', path: '/api/v1/intents', headers, body: text }, txn: env.transaction, agent: env.agent };
 }
 
 // ---------------------------------------------------------------------------------
@@ -443,7 +443,7 @@ function describe(plane: string, req: RawRequest, res: RawResponse | null, probl
 }
 
 /** Sends one request and checks every invariant; throws with the request and answer when one breaks. */
-async function exchange(name: string, plane: 'agent' | 'admin', req: RawRequest, opts: { sentTxn?: unknown; contractHard?: boolean } = {}): Promise<RawResponse> {
+async function exchange(name: string, plane: 'agent' | 'admin', req: RawRequest, opts: { sentTxn?: unknown; sentAgent?: unknown; contractHard?: boolean } = {}): Promise<RawResponse> {
   const tl = tally(name);
   const before = head();
   const began = process.hrtime.bigint();
@@ -480,11 +480,13 @@ async function exchange(name: string, plane: 'agent' | 'admin', req: RawRequest,
   }
   if (isOutcome) {
     bump(tl.verdicts, String(body.verdict));
-    const first = answers.get(String(body.transaction));
+    // Transaction ids are scoped per party: a replay is of the same agent's (party's) id.
+    const key = `${String(opts.sentAgent)} ${String(body.transaction)}`;
+    const first = answers.get(key);
     if (replayed && first !== undefined && first !== res.text) problems.push(`a replay of ${String(body.transaction)} answered other bytes than the first answer: ${first.slice(0, 300)}`);
     if (replayed) tl.replays++;
     else {
-      answers.set(String(body.transaction), res.text);
+      answers.set(key, res.text);
       tl.recorded++;
       recorded.push(String(body.transaction));
       for (const o of (body.provenance as { obligations_created?: string[] }).obligations_created ?? []) obligations.push(o);
@@ -575,8 +577,8 @@ t.test('inputs the fuzz found, reduced', async (t) => {
 t.test('(b) mutated intent envelopes never fail the node and never move the digest unless recorded', async (t) => {
   await ensureHealthy((m) => t.comment(m));
   await fc.assert(fc.asyncProperty(intentCase, async (c) => {
-    const { req, txn } = intentRequest(c);
-    await exchange('mutatedEnvelopes', 'agent', req, { sentTxn: txn, contractHard: true });
+    const { req, txn, agent } = intentRequest(c);
+    await exchange('mutatedEnvelopes', 'agent', req, { sentTxn: txn, sentAgent: agent, contractHard: true });
   }), params(1, RUNS.mutatedEnvelopes));
   const tl = tally('mutatedEnvelopes');
   t.ok(tl.recorded >= tl.requests * 0.05, `at least 5% of mutated envelopes were recorded (${tl.recorded} of ${tl.requests})`);
@@ -751,7 +753,7 @@ t.test('what the fuzz recorded verifies from the export, and replays to the same
   t.ok(v.ok, `the export verifies${v.ok ? ` (${v.records} records, ${(exported.text.length / 1e6).toFixed(1)} MB)` : `: line ${v.line}: ${v.reason}`}`);
   const d = digest.body as { digest: string; state_hash: string };
   if (v.ok) t.same({ digest: v.digest, state_hash: v.state_hash }, { digest: d.digest, state_hash: d.state_hash }, 'to the digest and state hash the node reports');
-  const before = { digest: head(), state_hash: stateHash(n.node.replica.ledger.state) };
+  const before = { digest: head(), state_hash: n.node.replica.store.position.stateHash };
   t.same(before, { digest: d.digest, state_hash: d.state_hash }, 'the replica holds what the digest read reported');
   await stopNode(true);
   await startOn(dataDir);

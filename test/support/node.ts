@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { PublicProtocol, type Claims } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory, type SecretKey } from 'paseto/v4/public';
 import { parseJson, stringifyJson } from '@apl/core';
-import { CERT_SCRIPT, ConfigSchema, createLogger, startNode, type AdminPrincipal, type Config, type Logger, type RunningNode } from '@apl/node';
+import { CERT_SCRIPT, ConfigSchema, createLogger, startNode, type AdminPrincipal, type Config, type Logger, type RunningNode, type WrapDb } from '@apl/node';
 import { contract } from './contract.js';
 
 let certDir: string | null = null;
@@ -141,7 +141,7 @@ export interface TestNode {
 }
 
 /** Starts a node on free ports; `overrides` are configuration keys. */
-export async function startTestNode(overrides: Record<string, unknown> = {}, dataDir?: string, log?: Logger): Promise<TestNode> {
+export async function startTestNode(overrides: Record<string, unknown> = {}, dataDir?: string, log?: Logger, wrapDb?: WrapDb): Promise<TestNode> {
   const certs = testCerts();
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'apl-node-'));
   const config = ConfigSchema.parse({
@@ -149,7 +149,7 @@ export async function startTestNode(overrides: Record<string, unknown> = {}, dat
     tls: { ca: certs.ca, cert: certs.cert, key: certs.key },
     tick_interval_ms: 3_600_000, log_level: 'silent', ...overrides,
   });
-  const node = await startNode(config, PRINCIPALS, { log: log ?? createLogger('silent', config.node_id) });
+  const node = await startNode(config, PRINCIPALS, { log: log ?? createLogger('silent', config.node_id), ...(wrapDb ? { wrapDb } : {}) });
   const agent = new Client(node.agentUrl, certs.ca);
   const admin = new Client(node.adminUrl, certs.ca);
   const checked = async (plane: 'agent' | 'admin', p: Promise<Response>, method: string, path: string) => {

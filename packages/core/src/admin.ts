@@ -70,12 +70,13 @@ export function applyAdmin(state: State, op: AdminOperation, logIndex: number): 
       state.agents.set(op.agent, op.party);
       return ok({ agent: op.agent, party: op.party });
     case 'UnbindAgent':
-      if (!state.agents.delete(op.agent)) return fail('unknown_binding', `The agent ${op.agent} is not bound.`);
+      if (!state.agents.has(op.agent)) return fail('unknown_binding', `The agent ${op.agent} is not bound.`);
+      state.agents.delete(op.agent);
       return ok({ agent: op.agent, party: null });
     case 'OpenAccount': {
       if (state.accounts.has(op.id)) return exists('Account', op.id);
       if (op.party !== undefined && !state.parties.has(op.party)) return fail('unknown_party', `No party ${op.party} exists.`, { id: op.party });
-      const account = { id: op.id, party: op.party ?? null, totals: new Map() };
+      const account = { id: op.id, party: op.party ?? null, totals: [] };
       state.accounts.set(op.id, account);
       return ok(accountView(account));
     }
@@ -116,39 +117,36 @@ function applyLifecycle(state: State, op: LifecycleOp, logIndex: number): Result
   const p = state.policies.get(op.id);
   if (!p) return fail('unknown_policy', `No policy ${op.id} exists.`, { id: op.id });
   const who = op.by.name;
+  let next: Policy;
   switch (op.type) {
     case 'ReviewPolicy':
       if (p.state !== 'draft') return transition(p, 'reviewed', 'draft');
       if (who === p.author) return fail('forbidden', `The reviewer of policy ${p.id} must not be its author (${p.author}).`);
-      p.state = 'reviewed';
-      p.reviewer = who;
-      p.history.push(event('review', op.comment));
+      next = { ...p, state: 'reviewed', reviewer: who, history: [...p.history, event('review', op.comment)] };
       break;
     case 'ApprovePolicy':
       if (p.state !== 'reviewed') return transition(p, 'approved', 'reviewed');
       if (who === p.author || who === p.reviewer) {
         return fail('forbidden', `The approver of policy ${p.id} must be neither its author (${p.author}) nor its reviewer (${p.reviewer}).`);
       }
-      p.state = 'approved';
-      p.approver = who;
-      p.history.push(event('approve', op.comment));
+      next = { ...p, state: 'approved', approver: who, history: [...p.history, event('approve', op.comment)] };
       break;
     case 'ActivatePolicy': {
       if (p.state !== 'approved') return transition(p, 'active', 'approved');
-      const previous = state.activePolicy === null ? null : state.policies.get(state.activePolicy)!;
+      const previous = state.activePolicy === null ? undefined : state.policies.get(state.activePolicy);
       if (previous) {
-        previous.state = 'superseded';
-        previous.superseded_at_tick = state.tick;
-        previous.history.push(event('supersede', `superseded by ${p.id}`));
+        state.policies.set(previous.id, {
+          ...previous, state: 'superseded', superseded_at_tick: state.tick,
+          history: [...previous.history, event('supersede', `superseded by ${p.id}`)],
+        });
       }
-      p.state = 'active';
-      p.activated_at_tick = state.tick;
-      p.history.push(event('activate', op.comment));
+      next = { ...p, state: 'active', activated_at_tick: state.tick, history: [...p.history, event('activate', op.comment)] };
       state.activePolicy = p.id;
       break;
     }
   }
-  return ok(policyView(p));
+  state.policies.set(next.id, next);
+  return ok(policyView(next));
 }
 
 function transition(p: Policy, to: string, from: string): Result<never> {

@@ -1,8 +1,8 @@
 /**
- * `apply`: the one entry point of the state machine. Given the ledger and the next
- * committed operation with its log index, it judges the operation, mutates the
- * state (or not), returns the result, and, when the operation took effect, extends
- * the hash chain:
+ * `apply`: the one entry point of the state machine. Given a view of the state store
+ * and the next committed operation with its log index, it judges the operation,
+ * writes to the view (or not), returns the result, and, when the operation took
+ * effect, extends the hash chain:
  *
  *   entry_hash = sha256(prev_hash || canonical(op) || canonical(result))
  *
@@ -24,18 +24,10 @@ import { assert, ok, type Result } from './errors.js';
 import { applyIntent, type IntentResult } from './intent.js';
 import { sweepDeadlines, type Breach } from './obligations.js';
 import type { Operation } from './ops.js';
-import { emptyState, type State } from './state.js';
+import { scoped, State } from './state.js';
+import type { View } from './store.js';
 
 export const GENESIS_HASH = '0'.repeat(64);
-
-/** The state machine: the ledger state and its position in the log. */
-export interface Ledger {
-  state: State;
-  /** applied is the log index of the last applied operation; 0 before the first. */
-  applied: number;
-  /** head is the hash-chain link of the last applied operation: the ledger digest. */
-  head: string;
-}
 
 export type TickValue = { tick: number; breaches: Breach[] };
 export type OpValue = IntentResult | TickValue | AdminValue;
@@ -48,22 +40,31 @@ export interface Applied {
   entry_hash: string | null;
 }
 
-export function createLedger(): Ledger {
-  return { state: emptyState(), applied: 0, head: GENESIS_HASH };
+/**
+ * Applies the operation committed at `index` to the view, whose records `reads`
+ * named and the store loaded. `opText`, when given, is the operation's canonical JSON
+ * (the bytes of its log entry), so that it is not encoded again for the chain.
+ * Invariant: indexes strictly increase.
+ */
+export function apply(view: View, index: number, op: Operation, opText?: string): Applied {
+  assert(Number.isSafeInteger(index) && index > view.meta.applied, `log index ${index} follows ${view.meta.applied}`);
+  const state = new State(view);
+  const result = dispatch(state, index, op);
+  view.meta.applied = index;
+  if (!tookEffect(result)) return { index, result, entry_hash: null };
+  const entry_hash = chainLink(view.meta.head, opText ?? canonicalJson(op), result);
+  if (op.type === 'SubmitIntent' && result.ok && 'kind' in result.value && result.value.kind === 'recorded') {
+    const key = scoped(state.agents.get(op.agent)!, op.transaction);
+    state.transactions.set(key, { ...state.transactions.get(key)!, entry_hash });
+  }
+  view.meta.head = entry_hash;
+  return { index, result, entry_hash };
 }
 
-/** Applies the operation committed at `index`. Invariant: indexes strictly increase. */
-export function apply(ledger: Ledger, index: number, op: Operation): Applied {
-  assert(Number.isSafeInteger(index) && index > ledger.applied, `log index ${index} follows ${ledger.applied}`);
-  const result = dispatch(ledger.state, index, op);
-  ledger.applied = index;
-  if (!tookEffect(result)) return { index, result, entry_hash: null };
-  const entry_hash = chainLink(ledger.head, op, result);
-  if (result.ok && 'kind' in result.value && result.value.kind === 'recorded') {
-    ledger.state.transactions.get(result.value.outcome.transaction)!.entry_hash = entry_hash;
-  }
-  ledger.head = entry_hash;
-  return { index, result, entry_hash };
+/** Moves the view past a log entry that is no operation (a new leader's no-op). */
+export function skip(view: View, index: number): void {
+  assert(Number.isSafeInteger(index) && index > view.meta.applied, `log index ${index} follows ${view.meta.applied}`);
+  view.meta.applied = index;
 }
 
 /** Whether an operation's result records anything (see the chain rule above). */
@@ -83,11 +84,11 @@ function dispatch(state: State, index: number, op: Operation): OpResult {
   }
 }
 
-/** One link of the hash chain. */
-export function chainLink(prev: string, op: unknown, result: unknown): string {
+/** One link of the hash chain; `op` is the operation's canonical JSON. */
+export function chainLink(prev: string, opText: string, result: unknown): string {
   return createHash('sha256')
     .update(Buffer.from(prev, 'hex'))
-    .update(canonicalJson(op))
+    .update(opText)
     .update(canonicalJson(result))
     .digest('hex');
 }

@@ -4,9 +4,8 @@
 import t from 'tap';
 import { canonicalJson } from './canonical.js';
 import { ExportVerifier, verifyExport } from './audit.js';
-import { stateHash } from './snapshot.js';
+import { MemoryStore } from './memory-store.js';
 import { Harness, intent, EVIDENCE } from './testing.js';
-import { apply, createLedger } from './apply.js';
 
 function exported(): { h: Harness; lines: string[] } {
   const h = Harness.bootstrap();
@@ -14,10 +13,10 @@ function exported(): { h: Harness; lines: string[] } {
   h.run(intent({ transaction: 'txn_a2', policy: 'pol_stale' }));
   h.tick(2);
   h.run(intent({ transaction: 'txn_a3', evidence: [EVIDENCE] }));
-  const replay = createLedger();
+  const replay = new MemoryStore();
   const lines: string[] = [];
   for (const { index, op } of h.log) {
-    const a = apply(replay, index, op);
+    const a = replay.apply(index, op);
     if (a.entry_hash !== null) lines.push(canonicalJson({ index, op, result: a.result, entry_hash: a.entry_hash }));
   }
   return { h, lines };
@@ -25,7 +24,7 @@ function exported(): { h: Harness; lines: string[] } {
 
 t.test('a faithful export verifies to the ledger digest and state hash', async (t) => {
   const { h, lines } = exported();
-  t.same(verifyExport(`${lines.join('\n')}\n`), { ok: true, records: lines.length, applied: h.ledger.applied, digest: h.ledger.head, state_hash: stateHash(h.ledger.state) });
+  t.same(verifyExport(`${lines.join('\n')}\n`), { ok: true, records: lines.length, applied: h.store.meta.applied, digest: h.head, state_hash: h.stateHash });
   t.equal(lines.length, h.log.length - 1, 'the stale-pin intent took no effect and is not exported');
 });
 

@@ -10,11 +10,10 @@
  * is verified as it streams in, without holding it; `verifyExport` is the same over
  * a whole text.
  */
-import { apply, createLedger, type Ledger } from './apply.js';
 import { canonicalJson } from './canonical.js';
 import { parseJson } from './json.js';
+import { MemoryStore } from './memory-store.js';
 import { parseOperation } from './ops.js';
-import { stateHash } from './snapshot.js';
 
 export type Verified =
   | { ok: true; records: number; applied: number; digest: string; state_hash: string }
@@ -23,7 +22,7 @@ export type Verified =
 export type LineCheck = { ok: true } | { ok: false; line: number; reason: string };
 
 export class ExportVerifier {
-  private readonly ledger: Ledger = createLedger();
+  private readonly store = new MemoryStore();
   /** line is the number of the last line pushed, blank ones included. */
   private line = 0;
   private records = 0;
@@ -46,7 +45,8 @@ export class ExportVerifier {
   /** The verdict on everything pushed: the digest and state hash it leads to, or the first failure. */
   result(): Verified {
     if (this.failure) return this.failure;
-    return { ok: true, records: this.records, applied: this.ledger.applied, digest: this.ledger.head, state_hash: stateHash(this.ledger.state) };
+    const m = this.store.meta;
+    return { ok: true, records: this.records, applied: m.applied, digest: m.head, state_hash: m.stateHash };
   }
 
   private check(text: string): string | null {
@@ -56,14 +56,14 @@ export class ExportVerifier {
     } catch (err) {
       return `not JSON: ${(err as Error).message}`;
     }
-    const ledger = this.ledger;
+    const applied = this.store.meta.applied;
     const index = typeof record.index === 'bigint' ? Number(record.index) : record.index;
-    if (typeof index !== 'number' || !Number.isSafeInteger(index) || index <= ledger.applied) {
-      return `index ${String(record.index)} does not follow ${ledger.applied}`;
+    if (typeof index !== 'number' || !Number.isSafeInteger(index) || index <= applied) {
+      return `index ${String(record.index)} does not follow ${applied}`;
     }
     const op = parseOperation(record.op);
     if (!op.ok) return `not an operation: ${op.issues.map((i) => `${i.path} ${i.message}`).join('; ')}`;
-    const a = apply(ledger, index, op.value);
+    const a = this.store.apply(index, op.value);
     if (canonicalJson(a.result) !== canonicalJson(record.result)) return `the recorded result of index ${index} is not what the operation gives`;
     if (a.entry_hash === null) return `the operation at index ${index} took no effect and has no place in the log`;
     if (a.entry_hash !== record.entry_hash) return `the chain breaks at index ${index}`;

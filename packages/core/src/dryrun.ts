@@ -1,6 +1,7 @@
 /**
- * Dry run: how a draft bundle would have judged the last N recorded intents. It is
- * read-only and runs on one replica's state, outside the log.
+ * Dry run: how a draft bundle would have judged recorded intents. It is read-only
+ * and runs on one replica, outside the log: the node reads a page of recorded intents
+ * (the most recent first, in pages of at most DRY_RUN_PAGE_MAX) and judges it here.
  *
  * The draft's rules are evaluated against the facts each intent was judged on (its
  * party, action, legs, usage moves, evidence and commit tick). An intent that named
@@ -9,12 +10,14 @@
  */
 import { compileBundle, bundleHash, type BundleIssue } from './policy/bundle.js';
 import { judgeByRules } from './policy/evaluate.js';
-import type { State, TransactionRecord, Verdict } from './state.js';
+import type { TransactionRecord, Verdict } from './state.js';
 
-export const DRY_RUN_LIMIT_MAX = 10_000;
+/** The most recorded intents one dry-run request judges. */
+export const DRY_RUN_PAGE_MAX = 1000;
 
 export interface DryRunChange {
   transaction: string;
+  party: string;
   recorded: Verdict;
   would_be: Verdict;
   winning_rule: string;
@@ -29,11 +32,11 @@ export interface DryRunReport {
   changed: DryRunChange[];
 }
 
-export function dryRun(state: State, bundle: unknown, limit: number): { ok: true; report: DryRunReport } | { ok: false; issues: BundleIssue[] } {
+/** Judges `records` (a page of recorded intents) by the draft bundle's rules. */
+export function dryRun(records: readonly TransactionRecord[], bundle: unknown): { ok: true; report: DryRunReport } | { ok: false; issues: BundleIssue[] } {
   const compiled = compileBundle(bundle);
   if (!compiled.ok) return compiled;
   const draft = { id: '(draft)', compiled: compiled.bundle };
-  const records = lastRecords(state, limit);
   const report: DryRunReport = { bundle_hash: bundleHash(bundle), evaluated: 0, unchanged: 0, decided_by_obligations: 0, changed: [] };
   for (const r of records) {
     const recorded = r.outcome.verdict;
@@ -51,19 +54,9 @@ export function dryRun(state: State, bundle: unknown, limit: number): { ok: true
       continue;
     }
     report.changed.push({
-      transaction: r.transaction, recorded, would_be: j.verdict, winning_rule: j.winning_rule,
+      transaction: r.transaction, party: r.party, recorded, would_be: j.verdict, winning_rule: j.winning_rule,
       ...(j.basis === undefined ? {} : { basis: j.basis }),
     });
   }
   return { ok: true, report };
-}
-
-/**
- * The last `limit` recorded intents, oldest first; `limit` is clamped to
- * [0, DRY_RUN_LIMIT_MAX]. (A plain slice(-limit) would read 0 as "all of them".)
- */
-function lastRecords(state: State, limit: number): TransactionRecord[] {
-  const n = Number.isNaN(limit) ? 0 : Math.max(0, Math.min(Math.floor(limit), DRY_RUN_LIMIT_MAX));
-  if (n === 0) return [];
-  return [...state.transactions.values()].slice(-n);
 }

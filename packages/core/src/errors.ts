@@ -13,7 +13,6 @@ export const CORE_ERROR_CODES = [
   'no_active_policy',
   'substrate_rejected',
   'multi_currency_mandate_charge',
-  'transaction_conflict',
   // Administrative plane.
   'already_exists',
   'unknown_party',

@@ -2,8 +2,8 @@
  * The commit point of an intent. Both laws are judged here, in one step, in this
  * order (DESIGN §4):
  *   1. the agent is bound to a party, and a transaction id already recorded for that
- *      party replays its recorded outcome (another party's id is a conflict: its
- *      outcome is not disclosed);
+ *      party replays its recorded outcome (ids are scoped per party, as Stripe scopes
+ *      idempotency keys per account: another party's use of an id is not seen);
  *   2. the attestation's issuer is still trusted with the same key, and a capability
  *      grants the action;
  *   3. the pinned policy is the one in force;
@@ -13,7 +13,7 @@
  *   5. the normative law gives the verdict; a refusal is recorded, a permission posts.
  * Steps 1 to 4 record nothing when they refuse. Every check runs before any mutation.
  */
-import { fail, ok, substrate, type Result } from './errors.js';
+import { assert, fail, ok, substrate, type LedgerError, type Result } from './errors.js';
 import { commitPostings, legTotals, planPostings } from './journal.js';
 import { createObligations, discharge, pendingFor } from './obligations.js';
 import type { SubmitIntent } from './ops.js';
@@ -21,7 +21,7 @@ import { grantingCapability, matchesPattern } from './patterns.js';
 import type { Facts } from './policy/conditions.js';
 import { judge } from './policy/evaluate.js';
 import { LIMITS } from './schema.js';
-import type { Outcome, Policy, State, TransactionRecord } from './state.js';
+import { scoped, type Outcome, type Policy, type State, type TransactionRecord } from './state.js';
 import { commitUsage, planUsage } from './usage.js';
 
 export type IntentResult = { kind: 'recorded'; outcome: Outcome } | { kind: 'replayed'; transaction: string };
@@ -29,13 +29,7 @@ export type IntentResult = { kind: 'recorded'; outcome: Outcome } | { kind: 'rep
 export function applyIntent(state: State, op: SubmitIntent, logIndex: number): Result<IntentResult> {
   const party = state.agents.get(op.agent);
   if (party === undefined) return fail('unknown_agent', `The agent ${op.agent} is not bound to a party.`);
-  const recorded = state.transactions.get(op.transaction);
-  if (recorded) {
-    if (recorded.party !== party) {
-      return fail('transaction_conflict', `The transaction id ${op.transaction} is already recorded for another party; mint a new one.`);
-    }
-    return ok({ kind: 'replayed', transaction: op.transaction });
-  }
+  if (state.transactions.has(scoped(party, op.transaction))) return ok({ kind: 'replayed', transaction: op.transaction });
   const root = state.trustRoots.get(op.authority.issuer);
   if (!root || root.key_id !== op.authority.key_id) {
     return fail('attestation', `The attestation's issuer ${op.authority.issuer} is not a trust root with this key.`);
@@ -73,15 +67,15 @@ export function applyIntent(state: State, op: SubmitIntent, logIndex: number): R
   };
   const j = judge(state, policy, facts);
   const posted = j.verdict === 'Permitted';
-  const owed = state.owed.get(party)?.size ?? 0;
+  const owed = state.owed.get(party)?.length ?? 0;
   const owing = posted && j.permission ? j.permission.obligations.length : 0;
   if (owing > 0 && owed + owing > LIMITS.obligationsOwedMax) {
     return substrate(`The party already owes ${owed} obligations; this intent would add ${owing}, beyond the limit of ${LIMITS.obligationsOwedMax}. Discharge some first.`);
   }
   let created: string[] = [];
   if (posted) {
-    commitPostings(postings.plans);
-    commitUsage(usage.plans);
+    commitPostings(state, postings.plans);
+    commitUsage(state, usage.plans);
     if (j.discharges) discharge(state, j.discharges, op.transaction);
     if (j.permission) created = createObligations(state, j.permission, policy, party, op.transaction);
   }
@@ -105,20 +99,29 @@ export function applyIntent(state: State, op: SubmitIntent, logIndex: number): R
       policy: { id: policy.id, bundle_hash: policy.bundle_hash },
     },
   };
-  state.transactions.set(op.transaction, record(op, party, outcome));
+  state.transactions.set(scoped(party, op.transaction), record(op, party, outcome));
+  state.addRecorded(logIndex, party, op.transaction);
   return ok({ kind: 'recorded', outcome });
+}
+
+/**
+ * Why a pin fails against the policy in force (`active`, null when none is), or null
+ * when it names it. The gateway asks this before proposing, the commit point again.
+ */
+export function pinFailure(pinned: string, active: string | null): { ok: false; error: LedgerError } | null {
+  if (active === null) return fail('no_active_policy', `No policy is in force; the intent pinned ${pinned}.`, { pinned, active: null });
+  if (pinned !== active) return fail('policy_pin_mismatch', `The pinned policy ${pinned} is not the policy in force (${active}).`, { pinned, active });
+  return null;
 }
 
 /** The policy in force if the pin names it; otherwise the pin failure. */
 export function checkPin(state: State, pinned: string): Result<Policy> {
   const active = state.activePolicy;
-  if (active === null) {
-    return fail('no_active_policy', `No policy is in force; the intent pinned ${pinned}.`, { pinned, active: null });
-  }
-  if (pinned !== active) {
-    return fail('policy_pin_mismatch', `The pinned policy ${pinned} is not the policy in force (${active}).`, { pinned, active });
-  }
-  return ok(state.policies.get(active)!);
+  const failure = pinFailure(pinned, active);
+  if (failure) return failure;
+  const policy = state.policies.get(active!);
+  assert(policy !== undefined, `the active policy ${active} is stored`);
+  return ok(policy);
 }
 
 /**

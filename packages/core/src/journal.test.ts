@@ -2,17 +2,16 @@
 // acting party's own accounts and to house accounts (and the refusal is not an
 // existence oracle), totals stay within 128 bits, and a refused intent posts nothing.
 import t from 'tap';
-import { accountView } from './journal.js';
-import { stateHash } from './snapshot.js';
+import { accountView, totalsOf } from './journal.js';
 import { AGENT_B, Harness, intent, verdictOf } from './testing.js';
 
 const leg = (account: string, side: string, minor: bigint, currency = 'USD') => ({ account, side, amount: { minor, currency } });
 
 function refusal(h: Harness, entries: unknown[]): string {
-  const before = stateHash(h.ledger.state);
+  const before = h.stateHash;
   const a = h.run(intent({ entries }));
   if (a.result.ok) throw new Error('expected a refusal');
-  if (stateHash(h.ledger.state) !== before) throw new Error('a refused intent changed the state');
+  if (h.stateHash !== before) throw new Error('a refused intent changed the state');
   return a.result.error.message;
 }
 
@@ -24,7 +23,7 @@ t.test('debits equal credits per currency, not in total', async (t) => {
     'Debits and credits do not balance in EUR: 100 debited, 0 credited.');
   const multi = [leg('acc_cash_a', 'Debit', 100n, 'EUR'), leg('acc_books_a', 'Credit', 100n, 'EUR'), leg('acc_cash_a', 'Debit', 7n), leg('acc_books_a', 'Credit', 3n), leg('acc_books_a', 'Credit', 4n)];
   t.equal(verdictOf(h.run(intent({ entries: multi }))), 'Permitted');
-  t.same(accountView(h.ledger.state.accounts.get('acc_cash_a')!).balances, [
+  t.same(accountView(h.state.accounts.get('acc_cash_a')!).balances, [
     { currency: 'EUR', debits: 100n, credits: 0n, net: 100n },
     { currency: 'USD', debits: 7n, credits: 0n, net: 7n },
   ]);
@@ -46,7 +45,7 @@ t.test('a house account (no owner) takes legs from any party, as a merchant or c
   const h = Harness.bootstrap();
   t.equal(verdictOf(h.run(intent({ entries: [leg('acc_cash_a', 'Debit', 5n), leg('acc_house', 'Credit', 5n)] }))), 'Permitted');
   t.equal(verdictOf(h.run(intent({ agent: AGENT_B, entries: [leg('acc_house', 'Debit', 5n), leg('acc_cash_b', 'Credit', 5n)] }))), 'Permitted');
-  t.same(accountView(h.ledger.state.accounts.get('acc_house')!).balances, [{ currency: 'USD', debits: 5n, credits: 5n, net: 0n }]);
+  t.same(accountView(h.state.accounts.get('acc_house')!).balances, [{ currency: 'USD', debits: 5n, credits: 5n, net: 0n }]);
 });
 
 t.test('account totals stop at 2^128-1, counting every leg of the intent', async (t) => {
@@ -57,5 +56,5 @@ t.test('account totals stop at 2^128-1, counting every leg of the intent', async
   t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 1n), leg('acc_cash_a', 'Debit', 1n), leg('acc_books_a', 'Credit', 2n)]),
     'Posting 1 USD would bring the debit total of account acc_cash_a to 340282366920938463463374607431768211456, above the limit of 340282366920938463463374607431768211455.');
   h.ok(intent({ entries: [leg('acc_cash_a', 'Debit', 1n), leg('acc_books_a', 'Credit', 1n)] }));
-  t.equal(h.ledger.state.accounts.get('acc_cash_a')!.totals.get('USD')!.debits, (1n << 128n) - 1n);
+  t.equal(totalsOf(h.state.accounts.get('acc_cash_a')!, 'USD').debits, (1n << 128n) - 1n);
 });

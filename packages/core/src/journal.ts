@@ -45,7 +45,7 @@ export function planPostings(state: State, party: string, entries: readonly Entr
       return { ok: false, message: `Account ${entry.account} cannot be posted to by this agent.` };
     }
     const key = `${entry.account}\u0000${entry.amount.currency}\u0000${entry.side}`;
-    const base = after.get(key) ?? current(account, entry);
+    const base = after.get(key) ?? sideTotal(totalsOf(account, entry.amount.currency), entry.side);
     const total = base + entry.amount.minor;
     if (total > COUNTER_MAX) {
       return { ok: false, message: `Posting ${entry.amount.minor} ${entry.amount.currency} would bring the ${entry.side.toLowerCase()} total of account ${entry.account} to ${total}, above the limit of ${COUNTER_MAX}.` };
@@ -56,22 +56,28 @@ export function planPostings(state: State, party: string, entries: readonly Entr
   return { ok: true, plans };
 }
 
-function current(account: Account, entry: Entry): bigint {
-  const t = account.totals.get(entry.amount.currency);
-  if (!t) return 0n;
-  return entry.side === 'Debit' ? t.debits : t.credits;
+/** An account's totals in one currency (zero when it has none). */
+export function totalsOf(account: Account, currency: string): CurrencyTotals {
+  return account.totals.find(([c]) => c === currency)?.[1] ?? { debits: 0n, credits: 0n };
 }
 
-/** Posts planned legs. Call only with plans `planPostings` returned for this state. */
-export function commitPostings(plans: readonly PostingPlan[]): void {
+function sideTotal(t: CurrencyTotals, side: Entry['side']): bigint {
+  return side === 'Debit' ? t.debits : t.credits;
+}
+
+/** Posts planned legs: each account touched gets new totals. Call only with plans `planPostings` returned for this state. */
+export function commitPostings(state: State, plans: readonly PostingPlan[]): void {
+  const next = new Map<string, { account: Account; totals: Map<string, CurrencyTotals> }>();
   for (const { account, entry } of plans) {
-    let t = account.totals.get(entry.amount.currency);
-    if (!t) {
-      t = { debits: 0n, credits: 0n };
-      account.totals.set(entry.amount.currency, t);
-    }
-    if (entry.side === 'Debit') t.debits += entry.amount.minor;
-    else t.credits += entry.amount.minor;
+    let n = next.get(account.id);
+    if (!n) next.set(account.id, (n = { account, totals: new Map(account.totals) }));
+    const t = n.totals.get(entry.amount.currency) ?? { debits: 0n, credits: 0n };
+    n.totals.set(entry.amount.currency, entry.side === 'Debit'
+      ? { debits: t.debits + entry.amount.minor, credits: t.credits }
+      : { debits: t.debits, credits: t.credits + entry.amount.minor });
+  }
+  for (const { account, totals } of next.values()) {
+    state.accounts.set(account.id, { ...account, totals: [...totals].sort(([a], [b]) => compareBytes(a, b)) });
   }
 }
 
@@ -83,13 +89,9 @@ export interface AccountView {
 }
 
 export function accountView(a: Account): AccountView {
-  const currencies = [...a.totals.keys()].sort(compareBytes);
   return {
     account: a.id,
     party: a.party,
-    balances: currencies.map((currency) => {
-      const t = a.totals.get(currency)!;
-      return { currency, debits: t.debits, credits: t.credits, net: t.debits - t.credits };
-    }),
+    balances: a.totals.map(([currency, t]) => ({ currency, debits: t.debits, credits: t.credits, net: t.debits - t.credits })),
   };
 }

@@ -8,36 +8,50 @@
  * repair duties are created; an outstanding repair duty blocks the actions its
  * `blocks` patterns match until it is discharged. A breached repair duty stays
  * owed (and blocking), and may still be discharged late: it is the only way out.
+ *
+ * Two indexes are kept in step with every change, so that no operation scans the
+ * obligations: the owed index (per party, a summary of what it owes, bounded by
+ * LIMITS.obligationsOwedMax) and the deadline index (open obligations by deadline
+ * tick: a tick advance reads exactly the ones it breaches).
  */
 import type { CompiledRule } from './policy/bundle.js';
 import { assert } from './errors.js';
 import { compareBytes } from './policy/bundle.js';
-import type { Obligation, PendingObligation, Policy, State } from './state.js';
+import { scoped, type Obligation, type OwedEntry, type PendingObligation, type Policy, type State } from './state.js';
+import { TABLES } from './store.js';
 
 /** Whether the party still owes it: open, or a breached repair duty. */
-export function isOwed(o: Obligation): boolean {
+export function isOwed(o: Pick<Obligation, 'state' | 'repair_of'>): boolean {
   return o.state === 'open' || (o.state === 'breached' && o.repair_of !== null);
 }
 
-/** The obligations a party still owes, in the order they were created. */
-export function owedBy(state: State, party: string): Obligation[] {
-  const ids = state.owed.get(party);
-  if (!ids) return [];
-  return [...ids].map((id) => state.obligations.get(id)!);
+/** The obligations a party owes, as the owed index summarizes them, in creation order. */
+export function owedBy(state: State, party: string): OwedEntry[] {
+  return state.owed.get(party) ?? [];
 }
 
-function index(state: State, o: Obligation): void {
-  let ids = state.owed.get(o.party);
-  if (!ids) state.owed.set(o.party, (ids = new Set()));
-  if (isOwed(o)) ids.add(o.id);
-  else ids.delete(o.id);
-  if (ids.size === 0) state.owed.delete(o.party);
+function owedEntry(o: Obligation): OwedEntry {
+  return { id: o.id, rule: o.rule, action: o.action, deadline_tick: o.deadline_tick, state: o.state, repair_of: o.repair_of, blocks: o.blocks };
 }
 
-/** Rebuilds the derived index after a restore. */
-export function reindexObligations(state: State): void {
-  state.owed.clear();
-  for (const o of state.obligations.values()) if (isOwed(o)) index(state, o);
+/**
+ * Stores an obligation's new state and brings the indexes in step: it enters, stays
+ * in or leaves its party's owed list, and leaves the deadline index once not open.
+ * `before` is its previous state, or null for a new one.
+ */
+function save(state: State, o: Obligation, before: Obligation | null): void {
+  state.obligations.set(scoped(o.party, o.id), o);
+  const list = owedBy(state, o.party);
+  const at = list.findIndex((e) => e.id === o.id);
+  let next: OwedEntry[] = list;
+  if (isOwed(o)) next = at < 0 ? [...list, owedEntry(o)] : list.map((e, k) => (k === at ? owedEntry(o) : e));
+  else if (at >= 0) next = list.filter((_, k) => k !== at);
+  if (next !== list) {
+    if (next.length === 0) state.owed.delete(o.party);
+    else state.owed.set(o.party, next);
+  }
+  if (before === null && o.state === 'open') state.addDue(o);
+  if (before !== null && before.state === 'open' && o.state !== 'open') state.removeDue(before);
 }
 
 /** Creates the obligations a permitted intent owes under its winning rule; returns their ids. */
@@ -61,18 +75,14 @@ export function createObligations(state: State, rule: CompiledRule, policy: Poli
       discharged_at_tick: null,
       breached_at_tick: null,
     };
-    assert(!state.obligations.has(o.id), `obligation id ${o.id} is unique`);
-    state.obligations.set(o.id, o);
-    index(state, o);
+    // The id is unique within the party: its transaction id is (the store checks new keys).
+    save(state, o, null);
     return o.id;
   });
 }
 
 export function discharge(state: State, o: Obligation, transaction: string): void {
-  o.state = 'discharged';
-  o.discharged_by = transaction;
-  o.discharged_at_tick = state.tick;
-  index(state, o);
+  save(state, { ...o, state: 'discharged', discharged_by: transaction, discharged_at_tick: state.tick }, o);
 }
 
 export interface Breach {
@@ -82,23 +92,31 @@ export interface Breach {
   repairs_created: string[];
 }
 
+/** The party and obligation id a deadline-index key names. */
+export function dueEntry(key: string, deadline: number): { party: string; id: string } {
+  const rest = key.slice(TABLES.due.prefix.length + 13);
+  const slash = rest.indexOf('/');
+  assert(slash > 0 && key.startsWith(`${TABLES.due.prefix}${deadline.toString(16).padStart(12, '0')}/`), `${key} is a deadline-index key of tick ${deadline}`);
+  return { party: rest.slice(0, slash), id: rest.slice(slash + 1) };
+}
+
 /**
- * Breaches every open obligation whose deadline has passed (deadline < tick), in
- * order of id by bytes, and creates its repair duties. Returns the breaches.
+ * Breaches every open obligation whose deadline has passed, and creates its repair
+ * duties: after the tick advanced to `state.tick`, those due at `state.tick - 1`
+ * (every earlier deadline was swept by an earlier tick, since a deadline is never
+ * before the tick that created it). In order of id by bytes, then party.
  */
 export function sweepDeadlines(state: State): Breach[] {
-  const due: Obligation[] = [];
-  for (const ids of state.owed.values()) {
-    for (const id of ids) {
-      const o = state.obligations.get(id)!;
-      if (o.state === 'open' && o.deadline_tick < state.tick) due.push(o);
-    }
-  }
-  due.sort((a, b) => compareBytes(a.id, b.id));
+  const deadline = state.tick - 1;
+  const due = state.dueAt(deadline).map((key) => {
+    const { party, id } = dueEntry(key, deadline);
+    const o = state.obligations.get(scoped(party, id));
+    assert(o !== undefined && o.state === 'open' && o.deadline_tick === deadline, `the deadline index names open obligation ${party}/${id}`);
+    return o;
+  });
+  due.sort((a, b) => compareBytes(a.id, b.id) || compareBytes(a.party, b.party));
   return due.map((o) => {
-    o.state = 'breached';
-    o.breached_at_tick = state.tick;
-    index(state, o);
+    save(state, { ...o, state: 'breached', breached_at_tick: state.tick }, o);
     const repairs_created = o.repair.map((d) => {
       const r: Obligation = {
         id: `${o.id}/${d.id}`,
@@ -118,16 +136,14 @@ export function sweepDeadlines(state: State): Breach[] {
         discharged_at_tick: null,
         breached_at_tick: null,
       };
-      assert(!state.obligations.has(r.id), `repair duty id ${r.id} is unique`);
-      state.obligations.set(r.id, r);
-      index(state, r);
+      save(state, r, null);
       return r.id;
     });
     return { obligation: o.id, party: o.party, rule: o.rule, repairs_created };
   });
 }
 
-export function pendingView(o: Obligation): PendingObligation {
+export function pendingView(o: Pick<Obligation, 'id' | 'rule' | 'action' | 'deadline_tick' | 'state' | 'repair_of'>): PendingObligation {
   const v: PendingObligation = { id: o.id, rule: o.rule, action: o.action, deadline_tick: o.deadline_tick, state: o.state };
   if (o.repair_of !== null) v.repair_of = o.repair_of;
   return v;
@@ -135,7 +151,7 @@ export function pendingView(o: Obligation): PendingObligation {
 
 /** Every obligation the party now owes, by deadline then id. */
 export function pendingFor(state: State, party: string): PendingObligation[] {
-  return owedBy(state, party)
+  return [...owedBy(state, party)]
     .sort((a, b) => a.deadline_tick - b.deadline_tick || compareBytes(a.id, b.id))
     .map(pendingView);
 }

@@ -1,10 +1,12 @@
 /**
- * The ledger state: everything `apply` reads and writes. It is a deterministic
- * function of the operations applied so far. Maps keep insertion order, which is the
- * log's order on every replica; any output whose order matters is sorted explicitly.
+ * The ledger state: everything `apply` reads and writes, as typed tables over a view
+ * of the state store (store.ts). It is a deterministic function of the operations
+ * applied so far. Records are immutable values: a change sets a new record. Any
+ * output whose order matters is sorted explicitly.
  */
 import type { Action, Entry, UsageMove } from './schema.js';
 import type { CompiledBundle, CompiledCondition, CompiledRepair } from './policy/bundle.js';
+import { TABLES, hexKey, type View } from './store.js';
 
 export interface Party {
   id: string;
@@ -28,7 +30,8 @@ export interface Account {
   id: string;
   /** party owns the account; null for a house account any party's legs may post to. */
   party: string | null;
-  totals: Map<string, CurrencyTotals>;
+  /** totals per currency, in byte order of currency. */
+  totals: readonly (readonly [currency: string, totals: CurrencyTotals])[];
 }
 
 /** Invariant after every commit: 0 <= billed <= metered <= consumed <= COUNTER_MAX. */
@@ -57,7 +60,7 @@ export interface Policy {
   /** bundle is the rule bundle exactly as authored; its hash is bundle_hash. */
   bundle: unknown;
   bundle_hash: string;
-  /** compiled is derived from bundle; it is not part of a snapshot. */
+  /** compiled is derived from bundle; it is not stored. */
   compiled: CompiledBundle;
   state: PolicyState;
   author: string;
@@ -71,6 +74,7 @@ export interface Policy {
 export type ObligationState = 'open' | 'discharged' | 'breached';
 
 export interface Obligation {
+  /** id is unique within the party that owes it: `obl_<transaction>_<obligation>`, `<id>/<repair>`. */
   id: string;
   /** party owes the obligation: the party of the agent whose intent created it. */
   party: string;
@@ -105,6 +109,20 @@ export interface PendingObligation {
   deadline_tick: number;
   state: ObligationState;
   repair_of?: string;
+}
+
+/**
+ * What the owed index keeps of each obligation a party owes: enough to list it in an
+ * outcome and to judge a repair-duty block without loading the obligation itself.
+ */
+export interface OwedEntry {
+  id: string;
+  rule: string;
+  action: string;
+  deadline_tick: number;
+  state: ObligationState;
+  repair_of: string | null;
+  blocks: string[];
 }
 
 export interface Provenance {
@@ -147,41 +165,115 @@ export interface TransactionRecord {
   entry_hash: string;
 }
 
-export interface State {
-  /** tick is the ledger's clock; each Tick operation advances it by one. */
-  tick: number;
-  parties: Map<string, Party>;
-  /** agents maps a bound agent URI to its party. */
-  agents: Map<string, string>;
-  trustRoots: Map<string, TrustRoot>;
-  accounts: Map<string, Account>;
-  usages: Map<string, Usage>;
-  /** transactions in the order they were recorded. */
-  transactions: Map<string, TransactionRecord>;
-  policies: Map<string, Policy>;
-  /** activePolicy is the id of the policy in force, or null before the first activation. */
-  activePolicy: string | null;
-  /** obligations in the order they were created. */
-  obligations: Map<string, Obligation>;
-  /**
-   * owed indexes, per party, the obligations it still owes: open ones and breached
-   * repair duties. Derived from obligations; rebuilt on restore, not snapshotted.
-   */
-  owed: Map<string, Set<string>>;
+/** A table of the state: records of one kind by id, over a view. */
+export class Table<T> {
+  constructor(private readonly view: View, readonly prefix: string) {}
+
+  key(id: string): string {
+    return this.prefix + id;
+  }
+
+  get(id: string): T | undefined {
+    return this.view.get(this.prefix + id) as T | undefined;
+  }
+
+  has(id: string): boolean {
+    return this.get(id) !== undefined;
+  }
+
+  set(id: string, value: T): void {
+    this.view.put(this.prefix + id, value);
+  }
+
+  delete(id: string): void {
+    this.view.del(this.prefix + id);
+  }
 }
 
-export function emptyState(): State {
-  return {
-    tick: 0,
-    parties: new Map(),
-    agents: new Map(),
-    trustRoots: new Map(),
-    accounts: new Map(),
-    usages: new Map(),
-    transactions: new Map(),
-    policies: new Map(),
-    activePolicy: null,
-    obligations: new Map(),
-    owed: new Map(),
-  };
+/** The key of a party-scoped record (a transaction, an obligation). */
+export function scoped(party: string, id: string): string {
+  return `${party}/${id}`;
+}
+
+const TICK_KEY = `${TABLES.meta.prefix}tick`;
+const ACTIVE_KEY = `${TABLES.meta.prefix}active`;
+/** The meta records every operation may read; a store keeps them at hand. */
+export const META_KEYS = [TICK_KEY, ACTIVE_KEY] as const;
+
+/** The deadline index: open obligations by the tick after which they are breached. */
+export function dueKey(deadline: number, party: string, id: string): string {
+  return `${duePrefix(deadline)}${party}/${id}`;
+}
+
+export function duePrefix(deadline: number): string {
+  return `${TABLES.due.prefix}${hexKey(deadline, 12)}/`;
+}
+
+export function recordedKey(index: number): string {
+  return `${TABLES.recorded.prefix}${hexKey(index, 16)}`;
+}
+
+/** The ledger state over a view: what `apply` reads and writes. */
+export class State {
+  readonly parties: Table<Party>;
+  /** agents maps a bound agent URI to its party. */
+  readonly agents: Table<string>;
+  readonly trustRoots: Table<TrustRoot>;
+  readonly accounts: Table<Account>;
+  readonly usages: Table<Usage>;
+  readonly policies: Table<Policy>;
+  /** transactions by `scoped(party, transaction id)`. */
+  readonly transactions: Table<TransactionRecord>;
+  /** obligations by `scoped(party, obligation id)`. */
+  readonly obligations: Table<Obligation>;
+  /** owed indexes, per party, what it still owes (open obligations, breached repair duties), in creation order. */
+  readonly owed: Table<OwedEntry[]>;
+
+  constructor(readonly view: View) {
+    this.parties = new Table(view, TABLES.party.prefix);
+    this.agents = new Table(view, TABLES.agent.prefix);
+    this.trustRoots = new Table(view, TABLES.root.prefix);
+    this.accounts = new Table(view, TABLES.account.prefix);
+    this.usages = new Table(view, TABLES.usage.prefix);
+    this.policies = new Table(view, TABLES.policy.prefix);
+    this.transactions = new Table(view, TABLES.transaction.prefix);
+    this.obligations = new Table(view, TABLES.obligation.prefix);
+    this.owed = new Table(view, TABLES.owed.prefix);
+  }
+
+  /** tick is the ledger's clock; each Tick operation advances it by one. */
+  get tick(): number {
+    return (this.view.get(TICK_KEY) as number | undefined) ?? 0;
+  }
+
+  set tick(n: number) {
+    this.view.put(TICK_KEY, n);
+  }
+
+  /** activePolicy is the id of the policy in force, or null before the first activation. */
+  get activePolicy(): string | null {
+    return (this.view.get(ACTIVE_KEY) as string | undefined) ?? null;
+  }
+
+  set activePolicy(id: string) {
+    this.view.put(ACTIVE_KEY, id);
+  }
+
+  /** The keys of obligations due at `deadline` (breached when the tick passes it), in byte order. */
+  dueAt(deadline: number): string[] {
+    return this.view.scan(duePrefix(deadline));
+  }
+
+  addDue(o: Obligation): void {
+    this.view.put(dueKey(o.deadline_tick, o.party, o.id), '');
+  }
+
+  removeDue(o: Obligation): void {
+    this.view.del(dueKey(o.deadline_tick, o.party, o.id));
+  }
+
+  /** Records that the intent at log `index` recorded the party's transaction, for reads in log order. */
+  addRecorded(index: number, party: string, transaction: string): void {
+    this.view.put(recordedKey(index), scoped(party, transaction));
+  }
 }

@@ -4,8 +4,11 @@
  * balances and an active policy, and builders for intents. Operations go through
  * the same validation as operations read back from the log.
  */
-import { apply, createLedger, type Applied, type Ledger } from './apply.js';
+import type { Applied } from './apply.js';
+import { MemoryStore } from './memory-store.js';
 import { parseOperation, type Operation, type Principal } from './ops.js';
+import { scoped, type State, type TransactionRecord } from './state.js';
+import { TABLES } from './store.js';
 
 export const ISSUER = 'acme-agents';
 /** A syntactically valid k4 key and id; the core never verifies signatures. */
@@ -27,7 +30,7 @@ export const APPROVER: Principal = { name: 'carol', roles: ['approver'] };
 export const PERMIT_ALL = { rules: [{ id: 'R-all', modality: 'permission', priority: 100, match: { action: '*' }, basis: 'Everything is permitted' }] };
 
 export class Harness {
-  readonly ledger: Ledger = createLedger();
+  readonly store = new MemoryStore();
   /** log is every operation applied, with its index, for replays. */
   readonly log: { index: number; op: Operation }[] = [];
   private index = 0;
@@ -37,7 +40,33 @@ export class Harness {
     const parsed = parseOperation(op);
     if (!parsed.ok) throw new Error(`invalid operation: ${JSON.stringify(parsed.issues)}`);
     this.log.push({ index: ++this.index, op: parsed.value });
-    return apply(this.ledger, this.index, parsed.value);
+    return this.store.apply(this.index, parsed.value);
+  }
+
+  /** The state now, every record readable. */
+  get state(): State {
+    return this.store.read();
+  }
+
+  /** The ledger digest: the head of the hash chain. */
+  get head(): string {
+    return this.store.meta.head;
+  }
+
+  get stateHash(): string {
+    return this.store.meta.stateHash;
+  }
+
+  /** The last `limit` recorded intents, oldest first: what a dry run of that size judges. */
+  recorded(limit: number): TransactionRecord[] {
+    if (limit <= 0) return [];
+    const keys = this.store.keysUnder(TABLES.recorded.prefix);
+    return keys.slice(Math.max(0, keys.length - limit)).map((k) => this.state.transactions.get(this.store.slot(k)!.value as string)!);
+  }
+
+  /** A recorded transaction of a party (party A's by default). */
+  txn(id: string, party: string = PARTY_A): TransactionRecord | undefined {
+    return this.state.transactions.get(scoped(party, id));
   }
 
   /** Runs an operation that must succeed and returns its value. */

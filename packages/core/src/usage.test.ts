@@ -3,8 +3,8 @@
 // exactly when the chain holds, ownership is checked before currency, nothing is
 // partly applied, and every refusal message states the exact figures.
 import t from 'tap';
+import { TABLES } from './store.js';
 import { COUNTER_MAX } from './int128.js';
-import { stateHash } from './snapshot.js';
 import { AGENT_B, Harness, intent, verdictOf } from './testing.js';
 import { usageReport } from './usage.js';
 
@@ -15,14 +15,14 @@ function setup() {
 }
 
 function report(h: Harness, id = 'usage_llm_a') {
-  return usageReport(h.ledger.state.usages.get(id)!);
+  return usageReport(h.state.usages.get(id)!);
 }
 
 function refusal(h: Harness, over: Record<string, unknown>): string {
-  const before = stateHash(h.ledger.state);
+  const before = h.stateHash;
   const a = h.run(intent(over));
   if (a.result.ok) throw new Error('expected a refusal');
-  if (stateHash(h.ledger.state) !== before) throw new Error('a refused intent changed the state');
+  if (h.stateHash !== before) throw new Error('a refused intent changed the state');
   return `${a.result.error.error}/${a.result.error.kind}: ${a.result.error.message}`;
 }
 
@@ -102,10 +102,10 @@ t.test('ownership is checked before currency, and says nothing about the balance
 
 t.test('a refused move refuses the whole intent, journal legs included', async (t) => {
   const h = setup();
-  const cash = () => h.ledger.state.accounts.get('acc_cash_a')!.totals.get('USD');
+  const cash = () => h.state.accounts.get('acc_cash_a')!.totals.find(([c]) => c === 'USD')?.[1];
   refusal(h, { minor: 100n, meter_usage: move('usage_llm_a', 1n) });
   t.equal(cash(), undefined, 'nothing posted');
-  t.equal(h.ledger.state.transactions.size, 0, 'nothing recorded');
+  t.equal(h.store.keysUnder(TABLES.transaction.prefix).length, 0, 'nothing recorded');
 });
 
 t.test('counters run beyond 2^64 and stop at 2^128-1 with a clear error', async (t) => {

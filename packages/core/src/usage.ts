@@ -102,12 +102,8 @@ function chainBreak(p: UsagePlan): string | null {
 }
 
 /** Applies planned moves. Call only with plans `planUsage` returned for this state. */
-export function commitUsage(plans: UsagePlan[]): void {
-  for (const p of plans) {
-    p.usage.consumed = p.consumed;
-    p.usage.metered = p.metered;
-    p.usage.billed = p.billed;
-  }
+export function commitUsage(state: State, plans: UsagePlan[]): void {
+  for (const p of plans) state.usages.set(p.usage.id, { ...p.usage, consumed: p.consumed, metered: p.metered, billed: p.billed });
 }
 
 /** The usage balance report of the agent plane and the admin plane. */

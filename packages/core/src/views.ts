@@ -5,8 +5,13 @@ import type { Obligation, Outcome, TransactionRecord } from './state.js';
 
 /** The outcome as answered on the wire: the recorded outcome with its entry hash. */
 export function outcomeView(r: TransactionRecord): Outcome & { provenance: { entry_hash: string } } {
-  const { tick, log_index, ...rest } = r.outcome.provenance;
-  return { ...r.outcome, provenance: { tick, log_index, entry_hash: r.entry_hash, ...rest } };
+  return outcomeWithHash(r.outcome, r.entry_hash);
+}
+
+/** An outcome with the entry hash of the log entry that recorded it, in the provenance. */
+export function outcomeWithHash(outcome: Outcome, entry_hash: string): Outcome & { provenance: { entry_hash: string } } {
+  const { tick, log_index, ...rest } = outcome.provenance;
+  return { ...outcome, provenance: { tick, log_index, entry_hash, ...rest } };
 }
 
 /** A recorded transaction: its outcome and provenance, and what the intent asked for. */

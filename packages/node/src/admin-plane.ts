@@ -11,8 +11,8 @@
 import express, { type Request, type Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
-  AgentUri, Issuer, PolicyId, dryRun, mayPropose, policyView, roleRefusal, stateHash, usageReport, accountView,
-  type AdminOperation, type Applied, type Operation, type Principal, type Role, type State,
+  AgentUri, Issuer, PolicyId, TABLES, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
+  type AdminOperation, type Applied, type Operation, type Party, type Policy, type Principal, type Role, type TrustRoot,
 } from '@apl/core';
 import type { Status } from '@apl/raft';
 import { paserkId, toPaserk } from './attest.js';
@@ -21,8 +21,10 @@ import { z } from 'zod';
 import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
+import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
+import type { StorePosition } from './ledger-store.js';
 import {
-  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, PartyRequest, PolicyRequest, TransferRequest,
+  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, PageQuery, PartyRequest, PolicyRequest, TransferRequest,
   TrustRootRequest, UsageRequest,
 } from './wire.js';
 
@@ -31,6 +33,7 @@ import {
 const IssuerParam = z.strictObject({ issuer: Issuer });
 const AgentParam = z.strictObject({ agent_uri: AgentUri });
 const PolicyParam = z.strictObject({ id: PolicyId });
+const ListQuery = PageQuery.extend({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
 
 /** An admin operation before the caller and the version are filled in. */
 type Unsigned<T> = T extends unknown ? Omit<T, 'v' | 'by'> : never;
@@ -42,10 +45,11 @@ export interface AdminPrincipal {
 }
 
 export interface AdminNode {
-  state(): State;
+  queries: Queries;
   submit(op: Operation): Promise<Applied>;
   readBarrier(): Promise<void>;
-  applied(): { index: number; head: string };
+  /** The state store's position: applied index, chain head, state hash. */
+  position(): StorePosition;
   journal(): AsyncIterable<string>;
   cluster(): { status: Status; members: { id: string; agent_url: string | null }[] };
   transferLeadership(to: string): void;
@@ -96,9 +100,17 @@ export function adminApp(o: AdminOptions): express.Express {
     if (!applied.result.ok) throw ApiError.from(applied.result.error);
     sendJson(res, created ? 201 : 200, applied.result.value);
   };
-  const read = async (req: Request) => {
+  const q = o.node.queries;
+  /** Makes local state current unless the caller asked for consistency=local. */
+  const barrier = async (req: Request) => {
     if (req.query.consistency !== 'local') await o.node.readBarrier();
-    return o.node.state();
+  };
+  /** A page of a table's records, for a list route; `view` shapes each item. */
+  const listed = async <T>(req: Request, prefix: string, view: (id: string, v: T) => unknown) => {
+    const query = parseRequest(ListQuery, { ...(req.query as Record<string, unknown>) }, 'query');
+    await barrier(req);
+    const page = await q.list<T>(prefix, { after: query.after, limit: query.limit ?? PAGE_LIMIT_DEFAULT });
+    return { items: page.items.map(([id, v]) => view(id, v)), next: page.next };
   };
 
   app.post('/admin/v1/trust-roots', ...body, async (req, res) => {
@@ -116,14 +128,14 @@ export function adminApp(o: AdminOptions): express.Express {
     await mutate(res, { type: 'RemoveTrustRoot', issuer }, false);
   });
   app.get('/admin/v1/trust-roots', async (req, res) => {
-    const s = await read(req);
-    sendJson(res, 200, { trust_roots: [...s.trustRoots.values()].map((t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key })) });
+    const { items, next } = await listed<TrustRoot>(req, TABLES.root.prefix, (_, t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key }));
+    sendJson(res, 200, { trust_roots: items, next });
   });
 
   app.post('/admin/v1/parties', ...body, async (req, res) => mutate(res, { type: 'AddParty', ...parseRequest(PartyRequest, req.body, 'party') }, true));
   app.get('/admin/v1/parties', async (req, res) => {
-    const s = await read(req);
-    sendJson(res, 200, { parties: [...s.parties.keys()].map((id) => ({ id })) });
+    const { items, next } = await listed<Party>(req, TABLES.party.prefix, (id) => ({ id }));
+    sendJson(res, 200, { parties: items, next });
   });
   app.post('/admin/v1/agents', ...body, async (req, res) => mutate(res, { type: 'BindAgent', ...parseRequest(BindingRequest, req.body, 'agent binding') }, true));
   app.delete('/admin/v1/agents/:agent_uri', async (req, res) => {
@@ -131,18 +143,20 @@ export function adminApp(o: AdminOptions): express.Express {
     await mutate(res, { type: 'UnbindAgent', agent: agent_uri }, false);
   });
   app.get('/admin/v1/agents', async (req, res) => {
-    const s = await read(req);
-    sendJson(res, 200, { agents: [...s.agents].map(([agent, party]) => ({ agent, party })) });
+    const { items, next } = await listed<string>(req, TABLES.agent.prefix, (agent, party) => ({ agent, party }));
+    sendJson(res, 200, { agents: items, next });
   });
   app.post('/admin/v1/accounts', ...body, async (req, res) => mutate(res, { type: 'OpenAccount', ...parseRequest(AccountRequest, req.body, 'account') }, true));
   app.get('/admin/v1/accounts/:id', async (req, res) => {
-    const a = (await read(req)).accounts.get(req.params.id!);
+    await barrier(req);
+    const a = await q.account(req.params.id!);
     if (!a) throw new ApiError('unknown_account', `No account ${req.params.id} exists.`);
     sendJson(res, 200, accountView(a));
   });
   app.post('/admin/v1/usages', ...body, async (req, res) => mutate(res, { type: 'OpenUsage', ...parseRequest(UsageRequest, req.body, 'usage balance') }, true));
   app.get('/admin/v1/usages/:id', async (req, res) => {
-    const u = (await read(req)).usages.get(req.params.id!);
+    await barrier(req);
+    const u = await q.usage(req.params.id!);
     if (!u) throw new ApiError('unknown_usage', `No usage balance ${req.params.id} exists.`);
     sendJson(res, 200, { ...usageReport(u), owner: u.owner });
   });
@@ -156,28 +170,31 @@ export function adminApp(o: AdminOptions): express.Express {
     });
   }
   app.get('/admin/v1/policies', async (req, res) => {
-    const s = await read(req);
-    sendJson(res, 200, { active: s.activePolicy, policies: [...s.policies.values()].map(policyView) });
+    const { items, next } = await listed<Policy>(req, TABLES.policy.prefix, (_, p) => policyView(p));
+    sendJson(res, 200, { active: await q.activePolicyId(), policies: items, next });
   });
   app.get('/admin/v1/policies/:id', async (req, res) => {
-    const p = (await read(req)).policies.get(req.params.id!);
+    await barrier(req);
+    const p = await q.policy(req.params.id!);
     if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
     sendJson(res, 200, policyView(p));
   });
   app.post('/admin/v1/policies/:id/dry-run', ...body, async (req, res) => {
     const r = parseRequest(DryRunRequest, req.body ?? {}, 'dry-run request');
-    const s = await read(req);
-    const p = s.policies.get(String(req.params.id));
+    await barrier(req);
+    const p = await q.policy(String(req.params.id));
     if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
-    const d = dryRun(s, p.bundle, r.limit ?? 100);
+    const page = await q.recorded({ before: r.before, limit: r.limit ?? PAGE_LIMIT_DEFAULT });
+    // The page is the most recent first; judge it oldest first, as it was recorded.
+    const d = dryRun([...page.items].reverse(), p.bundle);
     if (!d.ok) throw new ApiError('invalid_policy', `Policy ${p.id} is not valid.`, { issues: d.issues });
-    sendJson(res, 200, { policy: p.id, ...d.report });
+    sendJson(res, 200, { policy: p.id, ...d.report, next_before: page.nextBefore });
   });
 
   app.get('/admin/v1/cluster', (_req, res) => {
     const { status: s, members } = o.node.cluster();
     sendJson(res, 200, {
-      node: s.id, role: s.role, term: s.term, leader: s.leader, commit_index: s.commit, applied_index: o.node.applied().index,
+      node: s.id, role: s.role, term: s.term, leader: s.leader, commit_index: s.commit, applied_index: o.node.position().applied,
       members: members.map((m) => ({
         id: m.id, agent_url: m.agent_url,
         role: m.id === s.leader ? 'leader' : 'follower',
@@ -201,12 +218,12 @@ export function adminApp(o: AdminOptions): express.Express {
   });
 
   app.get('/admin/v1/log/digest', async (req, res) => {
-    const s = await read(req);
-    const { index, head } = o.node.applied();
-    sendJson(res, 200, { applied_index: index, tick: s.tick, digest: head, state_hash: stateHash(s) });
+    await barrier(req);
+    const pos = o.node.position();
+    sendJson(res, 200, { applied_index: pos.applied, tick: pos.tick, digest: pos.head, state_hash: pos.stateHash });
   });
   app.get('/admin/v1/log/export', async (req, res) => {
-    await read(req);
+    await barrier(req);
     res.status(200).type('application/x-ndjson; charset=utf-8');
     for await (const line of o.node.journal()) {
       if (!res.write(`${line}\n`)) await new Promise((r) => res.once('drain', r));

@@ -51,7 +51,7 @@ t.test('every expect-fail vector is refused', async (t) => {
     t.equal(r.ok, false, `${v.name} is refused`);
     const attestor = new Attestor({
       audience: 'agent-plane-ledger', cacheEntriesMax: 10, now: () => new Date('2021-01-01T00:00:00Z'),
-      trustRoot: () => ({ issuer: 'x', public_key: paserk, key_id: paserkId(paserk) }),
+      trustRoot: async () => ({ issuer: 'x', public_key: paserk, key_id: paserkId(paserk) }),
     });
     t.equal((await attestor.verify(v.token)).ok, false, `${v.name} is refused by the attestor`);
   }
@@ -88,7 +88,7 @@ t.test('the attestor checks issuer, audience, expiry and claims, and caches unti
   const a = await issuer();
   let now = new Date('2026-11-22T10:00:00Z');
   let root: typeof a.root | undefined = a.root;
-  const attestor = new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, now: () => now, trustRoot: (i) => (i === 'acme-agents' ? root : undefined) });
+  const attestor = new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, now: () => now, trustRoot: async (i) => (i === 'acme-agents' ? root : undefined) });
   const claims = { iss: 'acme-agents', sub: 'agent://acme.example/agent/buyer-7', aud: 'agent-plane-ledger', exp: '2026-11-22T11:00:00Z', jti: 'j-1', cap: ['purchase.*'] };
   const sign = (c: Record<string, unknown>) => proto.Sign(a.secretKey, c as Claims, { addIssuedAt: false });
   const token = await sign(claims);

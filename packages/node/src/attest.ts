@@ -120,7 +120,8 @@ export interface AttestorOptions {
   audience: string;
   cacheEntriesMax: number;
   now: () => Date;
-  trustRoot: (issuer: string) => TrustRoot | undefined;
+  /** The registered trust root of an issuer (read from the state store). */
+  trustRoot: (issuer: string) => Promise<TrustRoot | undefined>;
 }
 
 /** Verifies attestations against the registered trust roots, with a bounded cache. */
@@ -133,7 +134,7 @@ export class Attestor {
     const now = this.opts.now();
     const cached = this.cache.get(token);
     if (cached) {
-      const root = this.opts.trustRoot(cached.issuer);
+      const root = await this.opts.trustRoot(cached.issuer);
       if (cached.expires_at <= now.getTime()) {
         this.cache.delete(token);
         return reject('it has expired');
@@ -144,7 +145,7 @@ export class Attestor {
     const claims = unverifiedClaims(token);
     const iss = claims?.iss;
     if (typeof iss !== 'string') return reject('it names no issuer');
-    const root = this.opts.trustRoot(iss);
+    const root = await this.opts.trustRoot(iss);
     if (!root) return reject('its issuer is not a trust root');
     const verified = await verifyPaseto(token, root.public_key, { now, audience: this.opts.audience });
     if (!verified.ok) {

@@ -69,6 +69,10 @@ export const ConfigSchema = z.strictObject({
     max_size_per_msg: count(1 << 20, 64 << 20),
     max_uncommitted_entries: count(10_000, 1_000_000),
   }).prefault({}),
+  store: z.strictObject({
+    /** cache_entries_max bounds the decoded records the state store keeps in memory. */
+    cache_entries_max: count(50_000, 10_000_000),
+  }).prefault({}),
   limits: z.strictObject({
     body_bytes_max: count(64 * 1024, 16 << 20),
     entries_per_intent_max: count(64, 256),

@@ -45,7 +45,6 @@ export const STATUS: Record<ErrorCode, number> = {
   no_active_policy: 409,
   already_exists: 409,
   invalid_transition: 409,
-  transaction_conflict: 409,
   payload_too_large: 413,
   not_primary: 421,
   invalid_agent_uri: 422,

@@ -14,9 +14,9 @@
 import express, { type Request, type Response } from 'express';
 import { createHash } from 'node:crypto';
 import {
-  AGENT_URI, AccountId, TransactionId, UsageId, checkPin as checkPolicyPin, compareBytes, grantingCapability, isOwed, obligationView, outcomeView, parseWith,
-  transactionView, accountView, usageReport, policyView,
-  type Applied, type IntentResult, type Operation, type State,
+  AGENT_URI, AccountId, TransactionId, UsageId, accountView, grantingCapability, obligationView, outcomeView, outcomeWithHash, parseWith,
+  pinFailure, policyView, transactionView, usageReport,
+  type Applied, type IntentResult, type Operation,
 } from '@apl/core';
 import { z } from 'zod';
 import type { Attested, Attestor } from './attest.js';
@@ -24,17 +24,17 @@ import { ApiError } from './errors.js';
 import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { intentEnvelope, type IntentEnvelope } from './wire.js';
+import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
+import { intentEnvelope, PageQuery, type IntentEnvelope } from './wire.js';
 
 /** What the gateway needs from the node it runs on. */
 export interface GatewayNode {
-  state(): State;
+  /** Reads of the replica's applied state. */
+  queries: Queries;
   /** Proposes an operation (forwarding it to the primary if need be) and resolves with its result here. */
   submit(op: Operation): Promise<Applied>;
   /** Resolves once local state reflects every write committed before the call. */
   readBarrier(): Promise<void>;
-  /** Whether this replica may judge pre-checks against its own state (it is the primary). */
-  isPrimary(): boolean;
   health(): { ready: boolean; detail: Record<string, unknown> };
 }
 
@@ -55,6 +55,7 @@ const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local']
 const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text'], { error: 'must be json or text' }).optional() });
 const ObligationsQuery = ReadQuery.extend({
   state: z.enum(['owed', 'open', 'breached', 'discharged', 'all'], { error: 'must be owed, open, breached, discharged or all' }).optional(),
+  ...PageQuery.shape,
 });
 
 export function agentApp(o: GatewayOptions): express.Express {
@@ -82,33 +83,31 @@ export function agentApp(o: GatewayOptions): express.Express {
 
   app.get('/api/v1/transactions/:txn_id', async (req, res) => {
     const { txn_id: id } = parseRequest(TransactionParam, req.params, 'transaction id');
-    const { party, state } = await reader(o, req, res, ReadQuery);
-    const r = state.transactions.get(id);
-    if (!r || r.party !== party) throw new ApiError('unknown_transaction', `No transaction ${id} is visible to this agent.`);
+    const { party } = await reader(o, req, res, ReadQuery);
+    // Transaction ids are scoped per party: the key holds the caller's party.
+    const r = await o.node.queries.transaction(party, id);
+    if (!r) throw new ApiError('unknown_transaction', `No transaction ${id} is visible to this agent.`);
     sendJson(res, 200, transactionView(r));
   });
 
   app.get('/api/v1/accounts/:id/balance', async (req, res) => {
     const { id } = parseRequest(AccountParam, req.params, 'account id');
-    const { party, state } = await reader(o, req, res, ReadQuery);
-    const a = state.accounts.get(id);
+    const { party } = await reader(o, req, res, ReadQuery);
+    const a = await o.node.queries.account(id);
     if (!a || a.party !== party) throw new ApiError('unknown_account', `No account ${id} is visible to this agent.`);
     sendJson(res, 200, accountView(a));
   });
 
   app.get('/api/v1/obligations', async (req, res) => {
-    const { party, state, query } = await reader(o, req, res, ObligationsQuery);
-    const which = query.state ?? 'owed';
-    const list = [...state.obligations.values()]
-      .filter((ob) => ob.party === party && (which === 'all' || (which === 'owed' ? isOwed(ob) : ob.state === which)))
-      .sort((a, b) => a.deadline_tick - b.deadline_tick || compareBytes(a.id, b.id))
-      .map(obligationView);
-    sendJson(res, 200, { party, tick: state.tick, obligations: list });
+    const { party, query } = await reader(o, req, res, ObligationsQuery);
+    const page = await o.node.queries.obligations(party, query.state ?? 'owed', { after: query.after, limit: query.limit ?? PAGE_LIMIT_DEFAULT });
+    sendJson(res, 200, { party, tick: await o.node.queries.tick(), obligations: page.items.map(obligationView), next: page.next });
   });
 
   app.get('/api/v1/policies/active', async (req, res) => {
-    const { state } = await reader(o, req, res, ReadQuery);
-    const p = state.activePolicy === null ? undefined : state.policies.get(state.activePolicy);
+    await reader(o, req, res, ReadQuery);
+    const active = await o.node.queries.activePolicyId();
+    const p = active === null ? undefined : await o.node.queries.policy(active);
     if (!p) throw new ApiError('unknown_policy', 'No policy is in force.');
     sendJson(res, 200, policyView(p));
   });
@@ -116,8 +115,8 @@ export function agentApp(o: GatewayOptions): express.Express {
   app.get('/api/v1/usages/:id', async (req, res) => {
     const id = req.params.id!;
     if (!parseWith(UsageId, id).ok) throw new ApiError('invalid_usage_id', `${JSON.stringify(id)} is not a usage-balance id (usage_<id>).`);
-    const { party, state, query } = await reader(o, req, res, UsageQuery);
-    const u = state.usages.get(id);
+    const { party, query } = await reader(o, req, res, UsageQuery);
+    const u = await o.node.queries.usage(id);
     // One answer for a balance of another party, a balance with no owner and one never opened.
     if (!u || u.owner === null || u.owner !== party) throw new ApiError('unknown_usage', `No usage balance ${id} is visible to this agent.`);
     const report = usageReport(u);
@@ -137,18 +136,15 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
   if (env.attestation === undefined || env.attestation === '') throw new ApiError('unknown_agent', 'No attestation was presented.');
   const attested = await attest(o, env.attestation);
   if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
-  const state = o.node.state();
-  const party = state.agents.get(env.agent);
+  const q = o.node.queries;
+  const party = await q.agentParty(env.agent);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
   if (grantingCapability(attested.capabilities, env.action.action) === null) {
     throw new ApiError('capability_mapping', `The attestation grants no capability for action ${env.action.action}.`);
   }
-  const recorded = state.transactions.get(env.transaction);
-  if (recorded) {
-    if (recorded.party !== party) throw new ApiError('transaction_conflict', `The transaction id ${env.transaction} is already recorded for another party; mint a new one.`);
-    return sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
-  }
-  if (o.node.isPrimary()) checkPin(state, env.policy);
+  const recorded = await q.transaction(party, env.transaction);
+  if (recorded) return sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
+  checkPin(env.policy, await q.activePolicyId());
 
   const op: Operation = {
     type: 'SubmitIntent',
@@ -170,7 +166,7 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
       capabilities: attested.capabilities,
     },
   };
-  answerIntent(res, await o.node.submit(op), o.node.state());
+  await answerIntent(res, await o.node.submit(op), o.node.queries, party);
 }
 
 /** Verifies an attestation, or throws 403 `attestation`. */
@@ -180,38 +176,46 @@ async function attest(o: GatewayOptions, token: string): Promise<Attested> {
   return v.attested;
 }
 
-/** The gateway's pin check before proposing: `stale_policy`, or `no_active_policy`. */
-function checkPin(state: State, pinned: string): void {
-  const pin = checkPolicyPin(state, pinned);
-  if (pin.ok) return;
-  // The commit point's own check, run before proposing, where a mismatch is named stale_policy.
-  const { error, message, ...extra } = pin.error;
+/**
+ * The gateway's pin check before proposing, on every replica: `stale_policy` (the
+ * commit point's own check, run before proposing, where a mismatch is named so), or
+ * `no_active_policy`. A replica's state may lag; the commit point checks again.
+ */
+function checkPin(pinned: string, active: string | null): void {
+  const failure = pinFailure(pinned, active);
+  if (failure === null) return;
+  const { error, message, ...extra } = failure.error;
   throw new ApiError(error === 'policy_pin_mismatch' ? 'stale_policy' : error, message, extra);
 }
 
-function answerIntent(res: Response, applied: Applied, state: State): void {
+/**
+ * Answers a judged intent: the recorded outcome with its entry hash, as the result
+ * gives it; or, for a replay, the outcome recorded earlier, read back.
+ */
+async function answerIntent(res: Response, applied: Applied, q: Queries, party: string): Promise<void> {
   if (!applied.result.ok) throw ApiError.from(applied.result.error);
   const v = applied.result.value as IntentResult;
-  const txn = v.kind === 'recorded' ? v.outcome.transaction : v.transaction;
-  const record = state.transactions.get(txn)!;
-  sendJson(res, 200, outcomeView(record), v.kind === 'replayed' ? { 'Idempotent-Replayed': 'true' } : {});
+  if (v.kind === 'recorded') return sendJson(res, 200, outcomeWithHash(v.outcome, applied.entry_hash!));
+  const record = await q.transaction(party, v.transaction);
+  if (!record) throw new ApiError('commit_unavailable', 'The replayed transaction could not be read back; read it with GET /api/v1/transactions.');
+  sendJson(res, 200, outcomeView(record), { 'Idempotent-Replayed': 'true' });
 }
 
 /**
- * Authenticates a party-scoped read and makes its state current: the attestation
- * comes as `Authorization: Bearer <token>`, and the agent is the token's `sub`.
+ * Authenticates a party-scoped read and makes local state current: the attestation
+ * comes as `Authorization: Bearer <token>`, and the agent is the token's `sub`. The
+ * binding is looked up after the read barrier, so a binding made just before is seen.
  */
-async function reader<S extends z.ZodType>(o: GatewayOptions, req: Request, res: Response, schema: S): Promise<{ party: string; state: State; query: z.output<S> }> {
+async function reader<S extends z.ZodType>(o: GatewayOptions, req: Request, res: Response, schema: S): Promise<{ party: string; query: z.output<S> }> {
   const query = parseRequest(schema, { ...(req.query as Record<string, unknown>) }, 'query');
   const header = req.headers.authorization;
   const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!m) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
-  const attested = await attest(o, m[1]!);
   const local = (query as { consistency?: string }).consistency === 'local';
   if (!local) await o.node.readBarrier();
+  const attested = await attest(o, m[1]!);
   res.set('Consistency', local ? 'local' : 'linearizable');
-  const state = o.node.state();
-  const party = state.agents.get(attested.subject);
+  const party = await o.node.queries.agentParty(attested.subject);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${attested.subject} is not bound to a party.`);
-  return { party, state, query };
+  return { party, query };
 }

@@ -10,3 +10,5 @@ export { agentDocument, adminDocument, renderDocuments } from './openapi.js';
 export { STATUS, type ErrorCode } from './errors.js';
 export { createLogger, type Logger } from './log.js';
 export type { AdminPrincipal } from './admin-plane.js';
+export { LedgerStore, type SnapshotChunk, type StorePosition, type WrapDb } from './ledger-store.js';
+export { applyBatch, type BatchEntry } from './apply-batch.js';

@@ -31,6 +31,7 @@ export class Metrics {
   readonly isLeader = new Gauge({ name: 'apl_raft_is_leader', help: '1 on the primary, 0 elsewhere.', registers: [this.registry] });
   readonly proposalsInFlight = new Gauge({ name: 'apl_proposals_in_flight', help: 'Proposals waiting for their commit.', registers: [this.registry] });
   readonly tick = new Gauge({ name: 'apl_ledger_tick', help: 'The ledger tick.', registers: [this.registry] });
+  readonly storeCacheEntries = new Gauge({ name: 'apl_store_cache_entries', help: 'Records held in the state store cache.', registers: [this.registry] });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

@@ -16,6 +16,8 @@ import { ApiError } from './errors.js';
 import { agentApp } from './gateway.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
+import type { WrapDb } from './ledger-store.js';
+import { Queries } from './queries.js';
 import { NotLeaderError, Replica, UnreadableOperation, type Transport } from './replica.js';
 
 const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -41,7 +43,7 @@ const noPeers: Transport = {
   },
 };
 
-export async function startNode(c: Config, principals: AdminPrincipal[], opts: { log?: Logger } = {}): Promise<RunningNode> {
+export async function startNode(c: Config, principals: AdminPrincipal[], opts: { log?: Logger; wrapDb?: WrapDb } = {}): Promise<RunningNode> {
   if (c.members.length > 1) {
     throw new ConfigError(`members: ${c.members.length} members are configured, but this build runs standalone nodes only (the peer mesh is not part of it)`);
   }
@@ -59,15 +61,18 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     commitTimeoutMs: c.commit_timeout_ms,
     proposalsInFlightMax: c.limits.proposals_in_flight_max,
     snapshotIntervalEntries: c.snapshot_interval_entries,
+    cacheEntriesMax: c.store.cache_entries_max,
     transport: noPeers,
     log,
     metrics,
+    ...(opts.wrapDb ? { wrapDb: opts.wrapDb } : {}),
   });
+  const queries = new Queries(replica.store);
   const attestor = new Attestor({
     audience: c.audience,
     cacheEntriesMax: c.limits.attestation_cache_entries_max,
     now: () => new Date(),
-    trustRoot: (issuer) => replica.ledger.state.trustRoots.get(issuer),
+    trustRoot: (issuer) => queries.trustRoot(issuer),
   });
   const submit = async (op: Operation): Promise<Applied> => {
     try {
@@ -79,13 +84,14 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     }
   };
   const node = {
-    state: () => replica.ledger.state,
+    queries,
     submit,
     readBarrier: () => replica.readBarrier(),
-    isPrimary: () => replica.isLeader(),
     health: () => {
       const s = replica.status();
-      return { ready: replica.ready(), detail: { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex } };
+      const detail: Record<string, unknown> = { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex };
+      if (replica.failure) detail.reason = `the replica stopped: ${replica.failure.message}`;
+      return { ready: replica.ready(), detail };
     },
   };
   const agent = agentApp({
@@ -97,8 +103,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   const admin = adminApp({
     node: {
       ...node,
-      applied: () => ({ index: replica.appliedIndex, head: replica.ledger.head }),
-      journal: () => replica.journalRecords(),
+      position: () => replica.store.position,
+      journal: () => replica.store.journal(),
       cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: agentUrl() }] }),
       transferLeadership: (to) => {
         try {

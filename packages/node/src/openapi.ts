@@ -56,6 +56,12 @@ const consistency = {
   description: 'linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which.',
 };
 const READ_ERRORS: ErrorCode[] = ['malformed_request', 'unknown_agent', 'attestation', 'gateway_error', 'commit_unavailable'];
+/** The page parameters of every list: `limit` and the cursor `after` (the previous page's `next`). */
+const pageParams = [
+  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 }, description: 'The most items in the page: 1 to 1000 (default 100).' },
+  { name: 'after', in: 'query', required: false, schema: { type: 'string' }, description: 'The `next` of the previous page: this page continues after it.' },
+];
+const nextCursor = { type: ['string', 'null'], description: 'The cursor of the next page (pass it as `after`), or null when this is the last one.' };
 
 export function agentDocument(): Json {
   const bearer = [{ attestation: [] }];
@@ -81,7 +87,7 @@ export function agentDocument(): Json {
               headers: { 'Idempotent-Replayed': { description: 'true when the outcome is a replay.', schema: { type: 'string', enum: ['true'] } } },
             },
             ...errors(['malformed_request', 'unknown_agent', 'attestation', 'stale_policy', 'policy_pin_mismatch', 'no_active_policy',
-              'transaction_conflict', 'payload_too_large', 'not_primary', 'invalid_agent_uri', 'capability_mapping',
+              'payload_too_large', 'not_primary', 'invalid_agent_uri', 'capability_mapping',
               'multi_currency_mandate_charge', 'substrate_rejected', 'gateway_error', 'commit_unavailable']),
           },
         },
@@ -105,9 +111,9 @@ export function agentDocument(): Json {
           operationId: 'listObligations', summary: 'Obligations of the attested party.', security: bearer,
           parameters: [{
             name: 'state', in: 'query', required: false, schema: { type: 'string', enum: ['owed', 'open', 'breached', 'discharged', 'all'] },
-            description: 'owed (default): open obligations and breached repair duties.',
-          }, consistency],
-          responses: { 200: json('ObligationList', 'The obligations, by deadline.'), ...errors(READ_ERRORS) },
+            description: 'owed (default): open obligations and breached repair duties, all in one page by deadline; the other states page through the party\'s obligations in id order.',
+          }, ...pageParams, consistency],
+          responses: { 200: json('ObligationList', 'A page of obligations.'), ...errors(READ_ERRORS) },
         },
       },
       '/api/v1/policies/active': {
@@ -164,7 +170,10 @@ export function adminDocument(): Json {
     },
   });
   const list = (id: string, summary: string, item: string, key: string) => ({
-    get: { operationId: id, summary, responses: { 200: { description: summary, content: { 'application/json': { schema: { type: 'object', properties: { [key]: { type: 'array', items: ref(item) } }, required: [key] } } } }, ...errors(['unauthorized']) } },
+    get: {
+      operationId: id, summary, parameters: pageParams,
+      responses: { 200: { description: `${summary} A page, in id order.`, content: { 'application/json': { schema: { type: 'object', properties: { [key]: { type: 'array', items: ref(item) }, next: nextCursor }, required: [key, 'next'] } } } }, ...errors(['malformed_request', 'unauthorized']) },
+    },
   });
   return {
     openapi: '3.1.0',
@@ -189,14 +198,14 @@ export function adminDocument(): Json {
       '/admin/v1/usages/{id}': { get: { operationId: 'getUsageAdmin', summary: 'A usage balance (not party-scoped).', parameters: [pathParam('id', 'Usage-balance id.')], responses: { 200: json('AdminUsageReport', 'The balance.'), ...errors(['malformed_request', 'unauthorized', 'unknown_usage']) } } },
       '/admin/v1/policies': {
         ...create('draftPolicy', 'Draft a policy (author). The bundle is checked now.', 'PolicyRequest', 'Policy', ['invalid_policy']),
-        get: { operationId: 'listPolicies', summary: 'Every policy and the active one.', responses: { 200: { description: 'The policies.', content: { 'application/json': { schema: { type: 'object', properties: { active: { type: ['string', 'null'] }, policies: { type: 'array', items: ref('Policy') } }, required: ['active', 'policies'] } } } }, ...errors(['unauthorized']) } },
+        get: { operationId: 'listPolicies', summary: 'The policies, a page at a time in id order, and the active one.', parameters: pageParams, responses: { 200: { description: 'A page of policies.', content: { 'application/json': { schema: { type: 'object', properties: { active: { type: ['string', 'null'] }, policies: { type: 'array', items: ref('Policy') }, next: nextCursor }, required: ['active', 'policies', 'next'] } } } }, ...errors(['malformed_request', 'unauthorized']) } },
       },
       '/admin/v1/policies/{id}': { get: { operationId: 'getPolicy', summary: 'A policy and its history.', parameters: [pathParam('id', 'Policy id.')], responses: { 200: json('Policy', 'The policy.'), ...errors(['malformed_request', 'unauthorized', 'unknown_policy']) } } },
       '/admin/v1/policies/{id}/review': lifecycle('review'),
       '/admin/v1/policies/{id}/approve': lifecycle('approve'),
       '/admin/v1/policies/{id}/activate': lifecycle('activate'),
       '/admin/v1/policies/{id}/dry-run': {
-        post: { operationId: 'dryRunPolicy', summary: 'Judge the last N recorded intents under this policy\'s rules, read-only.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(['malformed_request', 'unauthorized', 'unknown_policy', 'invalid_policy', 'payload_too_large']) } },
+        post: { operationId: 'dryRunPolicy', summary: 'Judge recorded intents under this policy\'s rules, read-only: the most recent `limit` (at most 1000), then older pages with `before`.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(['malformed_request', 'unauthorized', 'unknown_policy', 'invalid_policy', 'payload_too_large']) } },
       },
       '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Members, roles, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(['unauthorized']) } } },
       '/admin/v1/cluster/transfer-leadership': {

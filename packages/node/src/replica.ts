@@ -3,26 +3,33 @@
  * machine. A standalone node is a group of one, so there is one code path.
  *
  * The driver honours the Raft contract for every Ready, in order: persist (one synced
- * LevelDB batch for all the entries of the batch), send, restore a snapshot, apply the
+ * LevelDB batch of the Raft log for all the entries of the batch), send, apply the
  * committed entries, serve reads, advance. Proposals that arrive while a write is on
  * the disk wait for the next Ready, so many proposals share one fsync.
  *
- * Every operation that took effect (that extended the hash chain) is also written
- * to the journal, a LevelDB store of `{index, op, result, entry_hash}` records that
- * is never compacted: it is what `GET /admin/v1/log/export` serves to auditors. The journal is synced before the Raft
- * log is compacted past it; after a crash, entries it lost are re-applied from the
- * Raft log and written again, with the same bytes.
+ * Applying is two phases (core/store.ts): the records every committed operation of
+ * the Ready reads are loaded together from the state store, then each operation is
+ * applied over one view of it, later ones seeing earlier ones' writes; the view's
+ * writes, the journal records of what took effect (`{index, op, result, entry_hash}`,
+ * what `GET /admin/v1/log/export` serves) and the applied index go to the store in one
+ * batch. Only then are the waiting requests answered.
+ *
+ * Restart costs what was not yet applied: the store says where it is, and Raft hands
+ * back only the committed entries after it. The Raft log is compacted only below an
+ * index the store has made durable, so those entries are always there.
+ *
+ * A replica whose disk fails stops safely: its clocks stop, waiting requests are
+ * answered 503 `commit_unavailable` (their entries may be in the log), new ones 422
+ * `gateway_error`, `/readyz` answers not ready, and the reason is logged once.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Level } from 'level';
-import {
-  apply, canonicalJson, createLedger, decodeOperation, decodeSnapshot, encodeOperation, encodeSnapshot,
-  type Applied, type Ledger, type Operation,
-} from '@apl/core';
+import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
 import { LevelLogStore, RawNode, seededRandom, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
 import { ApiError } from './errors.js';
+import { applyBatch } from './apply-batch.js';
+import { LedgerStore, type WrapDb } from './ledger-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -40,15 +47,20 @@ export interface ReplicaOptions {
   commitTimeoutMs: number;
   proposalsInFlightMax: number;
   snapshotIntervalEntries: number;
+  cacheEntriesMax: number;
   transport: Transport;
   log: Logger;
   metrics: Metrics;
+  /** wraps the state store's database (tests inject faults through it). */
+  wrapDb?: WrapDb;
 }
 
 interface Waiter {
   term: number;
   /** op is the proposal as read back from its bytes: the entry at this index and term holds exactly them. */
   op: Operation;
+  /** text is the operation's canonical JSON: the entry's bytes, as text. */
+  text: string;
   resolve: (a: Applied) => void;
   reject: (e: ApiError) => void;
   timer: NodeJS.Timeout;
@@ -78,50 +90,42 @@ export class NotLeaderError extends Error {
   }
 }
 
-const JOURNAL_KEY = (index: number) => index.toString(16).padStart(16, '0');
-const JOURNAL_LAST_KEY = 'f'.repeat(16);
+const SHUTTING_DOWN = 'The node is shutting down; nothing was recorded. Resubmit to another replica.';
+const CANNOT_WRITE = 'The node cannot write its state; nothing was recorded. Resubmit to another replica.';
 
 export class Replica {
-  ledger: Ledger;
   private readonly waiters = new Map<number, Waiter>();
   private readonly reads = new Map<string, ReadWaiter>();
+  /** readPrefix makes ReadIndex contexts unique across restarts of this member. */
+  private readonly readPrefix = `${randomBytes(6).toString('hex')}:`;
   private readSeq = 0;
   private pumping = false;
   private failed: Error | null = null;
   private closed = false;
   private timers: NodeJS.Timeout[] = [];
-  /**
-   * applied is the index of the last committed entry this replica has applied,
-   * a new leader's no-op and unreadable entries included; ledger.applied counts
-   * operations only. Invariant: ledger.applied <= applied <= commit.
-   */
-  private applied: number;
-  /** snapshotIndex is the index of the latest compaction snapshot. */
+  /** snapshotIndex is the index of the latest compaction. */
   private snapshotIndex: number;
-  private journalSynced = 0;
 
   private constructor(
     private readonly opts: ReplicaOptions,
     private readonly raft: RawNode,
-    private readonly store: LevelLogStore,
-    private readonly journal: Level<string, string>,
-    ledger: Ledger,
-    applied: number,
+    private readonly log: LevelLogStore,
+    readonly store: LedgerStore,
+    snapshotIndex: number,
   ) {
-    this.ledger = ledger;
-    this.applied = applied;
-    this.snapshotIndex = applied;
+    this.snapshotIndex = snapshotIndex;
   }
 
   static async open(opts: ReplicaOptions): Promise<Replica> {
     mkdirSync(opts.dataDir, { recursive: true });
-    const store = await LevelLogStore.open(join(opts.dataDir, 'raft'));
-    const journal = new Level<string, string>(join(opts.dataDir, 'journal'));
-    await journal.open();
-    const boot = await store.load();
-    const ledger = boot.snapshot ? decodeSnapshot(boot.snapshot.data) : createLedger();
-    // The snapshot covers the log up to its index, no-ops after the last operation included.
-    const applied = Math.max(ledger.applied, boot.snapshot?.meta.index ?? 0);
+    const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
+    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
+    const boot = await log.load();
+    const applied = store.position.applied;
+    const compacted = boot.snapshot?.meta.index ?? 0;
+    if (applied < compacted) {
+      throw new Error(`the state store is at index ${applied}, below the Raft log's compaction at ${compacted}: the entries between are gone, so this data directory cannot be recovered alone (restore it from a backup, or replace the member)`);
+    }
     const raft = new RawNode({
       id: opts.id,
       peers: opts.peers,
@@ -136,9 +140,8 @@ export class Replica {
       random: seededRandom(randomBytes(4).readUInt32LE()),
       applied,
     }, boot);
-    const r = new Replica(opts, raft, store, journal, ledger, applied);
-    opts.log.info({ event: 'replica_open', applied: ledger.applied, commit: boot.hardState.commit, term: boot.hardState.term }, 'replica opened');
-    return r;
+    opts.log.info({ event: 'replica_open', applied, commit: boot.hardState.commit, term: boot.hardState.term, last: raft.status().lastIndex }, 'replica opened');
+    return new Replica(opts, raft, log, store, compacted);
   }
 
   /** Starts the clocks: Raft ticks, and ledger ticks proposed by the primary. */
@@ -149,7 +152,7 @@ export class Replica {
       this.kick();
     }, this.opts.raft.tick_ms));
     this.timers.push(setInterval(() => {
-      if (!this.isLeader()) return;
+      if (!this.isLeader() || this.failed) return;
       this.propose({ type: 'Tick', v: 1 }).catch((err: Error) => this.opts.log.warn({ event: 'tick_failed', err: err.message }, 'ledger tick not committed'));
     }, this.opts.tickIntervalMs));
     this.kick();
@@ -166,7 +169,7 @@ export class Replica {
   /** Whether the member serves: open, not failed, a primary known, and the log applied. */
   ready(): boolean {
     const s = this.raft.status();
-    return !this.closed && this.failed === null && s.leader !== null && this.applied >= s.commit;
+    return !this.closed && this.failed === null && s.leader !== null && this.store.position.applied >= s.commit;
   }
 
   /** Hands a message from a peer to Raft. */
@@ -183,13 +186,14 @@ export class Replica {
   }
 
   /**
-   * Proposes an operation and resolves with its result once it is committed and
-   * applied here. Rejects with UnreadableOperation (it is not proposed), NotLeaderError,
-   * or an ApiError: gateway_error when the operation is certainly not in the log,
-   * commit_unavailable when it may be.
+   * Proposes an operation and resolves with its result once it is committed, applied
+   * and written here. Rejects (never throws) with UnreadableOperation (not proposed),
+   * NotLeaderError, or an ApiError: gateway_error when the operation is certainly not
+   * in the log, commit_unavailable when it may be.
    */
   propose(op: Operation): Promise<Applied> {
-    this.checkOpen();
+    const refusal = this.refusal();
+    if (refusal) return Promise.reject(refusal);
     if (this.waiters.size >= this.opts.proposalsInFlightMax) {
       return Promise.reject(new ApiError('gateway_error', 'Too many proposals are waiting for their commit; nothing was recorded. Resubmit.'));
     }
@@ -208,7 +212,7 @@ export class Replica {
         this.opts.metrics.proposalsInFlight.set(this.waiters.size);
         reject(new ApiError('commit_unavailable', 'The commit could not be confirmed in time; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.'));
       }, this.opts.commitTimeoutMs);
-      this.waiters.set(index, { term: r.term, op: back.value, resolve, reject, timer });
+      this.waiters.set(index, { term: r.term, op: back.value, text: Buffer.from(bytes).toString('utf8'), resolve, reject, timer });
     });
     this.opts.metrics.proposalsInFlight.set(this.waiters.size);
     this.kick();
@@ -217,8 +221,9 @@ export class Replica {
 
   /** Resolves once this member has applied everything committed before the call (ReadIndex). */
   readBarrier(): Promise<void> {
-    this.checkOpen();
-    const ctx = `${this.opts.id}:${++this.readSeq}`;
+    if (this.closed) return Promise.reject(new ApiError('commit_unavailable', 'The node is shutting down; read from another replica.'));
+    if (this.failed) return Promise.reject(new ApiError('commit_unavailable', 'The node cannot serve linearizable reads: its state store failed. Read from another replica.'));
+    const ctx = `${this.readPrefix}${++this.readSeq}`;
     const r = this.raft.readIndex(Buffer.from(ctx));
     if (!r.ok) {
       if (r.code === 'not_leader') return Promise.reject(new NotLeaderError(r.leader));
@@ -235,24 +240,21 @@ export class Replica {
     return p;
   }
 
-  /** The journal's records from `fromIndex` on, in log order. */
-  async *journalRecords(fromIndex = 0): AsyncGenerator<string> {
-    for await (const value of this.journal.values({ gte: JOURNAL_KEY(fromIndex), lte: JOURNAL_LAST_KEY })) yield value;
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const t of this.timers) clearInterval(t);
+    this.stopClocks();
     while (this.pumping) await new Promise((r) => setTimeout(r, 5));
-    this.failAll(new ApiError('gateway_error', 'The node is shutting down; nothing was recorded. Resubmit to another replica.'));
+    this.failAll('The node shut down before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.');
+    await this.log.close();
     await this.store.close();
-    await this.journal.close();
   }
 
-  private checkOpen(): void {
-    if (this.closed) throw new ApiError('gateway_error', 'The node is shutting down; nothing was recorded. Resubmit to another replica.');
-    if (this.failed) throw new ApiError('gateway_error', 'The node cannot write its log; nothing was recorded. Resubmit to another replica.');
+  /** Why a new proposal is refused now, or null. */
+  private refusal(): ApiError | null {
+    if (this.closed) return new ApiError('gateway_error', SHUTTING_DOWN);
+    if (this.failed) return new ApiError('gateway_error', CANNOT_WRITE);
+    return null;
   }
 
   private kick(): void {
@@ -273,9 +275,8 @@ export class Replica {
       const rd = this.raft.ready();
       await this.persist(rd);
       this.opts.transport.send(rd.messages);
-      if (rd.snapshot) this.restore(rd);
-      const journal = this.applyEntries(rd.committedEntries);
-      if (journal.length > 0) await this.journal.batch(journal);
+      if (rd.snapshot) throw new Error(`a snapshot arrived from the leader (index ${rd.snapshot.meta.index}); installing one needs the peer mesh, which carries the store`);
+      await this.applyEntries(rd.committedEntries);
       for (const rs of rd.readStates) this.onReadState(rs.index, Buffer.from(rs.context).toString());
       this.raft.advance(rd);
       this.serveReads();
@@ -287,49 +288,44 @@ export class Replica {
   private async persist(rd: Ready): Promise<void> {
     if (!rd.snapshot && rd.entries.length === 0 && !rd.hardState) return;
     const start = process.hrtime.bigint();
-    await this.store.save(rd);
+    await this.log.save(rd);
     if (rd.mustSync) {
       this.opts.metrics.fsyncs.inc();
       this.opts.metrics.fsyncDuration.observe(Number(process.hrtime.bigint() - start) / 1e9);
     }
   }
 
-  private restore(rd: Ready): void {
-    this.ledger = decodeSnapshot(rd.snapshot!.data);
-    this.applied = rd.snapshot!.meta.index;
-    this.snapshotIndex = this.applied;
-    this.opts.log.info({ event: 'snapshot_restored', applied: this.ledger.applied }, 'state restored from a snapshot');
+  /** Applies committed entries over one view of the store, writes the view, then answers. */
+  private async applyEntries(entries: Entry[]): Promise<void> {
+    const fresh = entries.filter((e) => e.index > this.store.position.applied);
+    const batch = fresh.map((e) => ({ index: e.index, term: e.term, op: this.decode(e) }));
+    const results = await applyBatch(this.store, batch);
+    results.forEach((a, k) => {
+      if (a === null) return;
+      this.opts.metrics.entriesApplied.inc();
+      if (batch[k]!.op!.op.type === 'SubmitIntent') this.opts.metrics.intents.inc({ outcome: outcomeLabel(a) });
+    });
+    if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
+    fresh.forEach((e, k) => this.settle(e, results[k] ?? null));
   }
 
-  /** Applies committed entries; returns the journal writes for them. */
-  private applyEntries(entries: Entry[]): { type: 'put'; key: string; value: string }[] {
-    const journal: { type: 'put'; key: string; value: string }[] = [];
-    for (const e of entries) {
-      if (e.index <= this.applied) continue;
-      this.applied = e.index;
-      if (e.data.length === 0) {
-        this.settle(e, null);
-        continue;
-      }
-      const proposed = this.waiters.get(e.index);
-      const decoded = proposed?.term === e.term ? { ok: true as const, value: proposed.op } : decodeOperation(e.data);
-      if (!decoded.ok) {
-        // Every replica reads the same bytes the same way, so skipping is deterministic;
-        // stopping here would stop every replica at every restart. Proposers never
-        // write such an entry (see propose), so this is a bug worth shouting about.
-        this.opts.log.error({ event: 'entry_unreadable', index: e.index, issues: decoded.issues }, 'log entry is not an operation; it has no effect');
-        this.settle(e, null);
-        continue;
-      }
-      const applied = apply(this.ledger, e.index, decoded.value);
-      if (applied.entry_hash !== null) {
-        journal.push({ type: 'put', key: JOURNAL_KEY(e.index), value: canonicalJson({ index: e.index, op: decoded.value, result: applied.result, entry_hash: applied.entry_hash }) });
-      }
-      this.opts.metrics.entriesApplied.inc();
-      if (decoded.value.type === 'SubmitIntent') this.opts.metrics.intents.inc({ outcome: outcomeLabel(applied) });
-      this.settle(e, applied);
+  /**
+   * The operation of an entry: this member's own proposal as it read it back, or the
+   * entry decoded. Null for a no-op or an unreadable entry: every replica reads the
+   * same bytes the same way, so skipping is deterministic (stopping would stop every
+   * replica at every restart). Proposers never write such an entry (see propose), so
+   * an unreadable one is a bug worth shouting about.
+   */
+  private decode(e: Entry): { op: Operation; text: string } | null {
+    if (e.data.length === 0) return null;
+    const w = this.waiters.get(e.index);
+    if (w?.term === e.term) return { op: w.op, text: w.text };
+    const d = decodeOperation(e.data);
+    if (!d.ok) {
+      this.opts.log.error({ event: 'entry_unreadable', index: e.index, issues: d.issues }, 'log entry is not an operation; it has no effect');
+      return null;
     }
-    return journal;
+    return { op: d.value, text: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength).toString('utf8') };
   }
 
   /** Answers the proposal waiting at this entry's index, if it is this proposal. */
@@ -349,7 +345,7 @@ export class Replica {
 
   private serveReads(): void {
     for (const [ctx, r] of this.reads) {
-      if (r.index === null || this.applied < r.index) continue;
+      if (r.index === null || this.store.position.applied < r.index) continue;
       this.reads.delete(ctx);
       clearTimeout(r.timer);
       r.resolve();
@@ -359,52 +355,64 @@ export class Replica {
   private observe(): void {
     const s = this.raft.status();
     const m = this.opts.metrics;
-    m.appliedIndex.set(this.applied);
+    m.appliedIndex.set(this.store.position.applied);
     m.commitIndex.set(s.commit);
     m.term.set(s.term);
     m.isLeader.set(s.role === 'leader' ? 1 : 0);
-    m.tick.set(this.ledger.state.tick);
     m.proposalsInFlight.set(this.waiters.size);
+    m.storeCacheEntries.set(this.store.cacheSize);
   }
 
-  /** Compacts the Raft log once enough has been applied since the last snapshot. */
+  /**
+   * Compacts the Raft log once enough has been applied since the last compaction, and
+   * only below what the store has made durable: a restart re-applies from the store's
+   * index, so every entry after it must still be in the log.
+   */
   private async maybeCompact(): Promise<void> {
-    const applied = this.applied;
-    if (applied - this.snapshotIndex < this.opts.snapshotIntervalEntries) return;
-    if (this.journalSynced < applied) {
-      // The journal must hold every entry the compaction will drop from the Raft log.
-      await this.journal.batch([{ type: 'put', key: 'synced', value: String(applied) }], { sync: true });
-      this.journalSynced = applied;
-    }
-    const snap = this.raft.compact(applied, encodeSnapshot(this.ledger));
+    const pos = this.store.position;
+    if (pos.applied - this.snapshotIndex < this.opts.snapshotIntervalEntries) return;
+    await this.store.sync();
+    const meta = { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash };
+    const snap = this.raft.compact(pos.applied, Buffer.from(JSON.stringify(meta)));
     if (!snap) return;
-    await this.store.saveSnapshot(snap);
-    this.snapshotIndex = applied;
-    this.opts.log.info({ event: 'log_compacted', index: applied }, 'raft log compacted');
+    await this.log.saveSnapshot(snap);
+    this.snapshotIndex = pos.applied;
+    this.opts.log.info({ event: 'log_compacted', index: pos.applied }, 'raft log compacted');
   }
 
   private fail(err: Error): void {
+    if (this.failed) return;
     this.failed = err;
-    this.opts.log.fatal({ event: 'replica_failed', err: err.message }, 'the replica stopped: its log cannot be written or applied');
-    this.failAll(new ApiError('gateway_error', 'The node cannot write its log; nothing was recorded. Resubmit to another replica.'));
+    this.stopClocks();
+    this.opts.log.fatal({ event: 'replica_failed', err: err.message }, 'the replica stopped: its log or its state store cannot be written; it answers no writes until restarted');
+    this.failAll('The node failed before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
   }
 
-  private failAll(e: ApiError): void {
+  private stopClocks(): void {
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+  }
+
+  /**
+   * Answers every waiting request 503 `commit_unavailable`: a waiting proposal's entry
+   * may be in the log, and a waiting read cannot be confirmed here any more.
+   */
+  private failAll(why: string): void {
     for (const w of this.waiters.values()) {
       clearTimeout(w.timer);
-      w.reject(e);
+      w.reject(new ApiError('commit_unavailable', why));
     }
     this.waiters.clear();
     for (const r of this.reads.values()) {
       clearTimeout(r.timer);
-      r.reject(e);
+      r.reject(new ApiError('commit_unavailable', 'The read could not be confirmed here; read from another replica.'));
     }
     this.reads.clear();
   }
 
   /** The index of the last committed entry applied here (no-ops included). */
   get appliedIndex(): number {
-    return this.applied;
+    return this.store.position.applied;
   }
 
   /** The fatal error that stopped the replica, if any. */

@@ -29,6 +29,15 @@ export function intentEnvelope(entriesMax: number) {
 }
 export type IntentEnvelope = z.output<ReturnType<typeof intentEnvelope>>;
 
+/** The page of a list: at most `limit` items (1 to 1000, default 100), after the cursor `after` of the previous page. */
+export const PageQuery = z.strictObject({
+  limit: z.string().regex(/^[1-9][0-9]{0,3}$/, 'must be an integer from 1 to 1000').transform(Number)
+    .refine((n) => n <= 1000, 'must be an integer from 1 to 1000').optional()
+    .meta({ description: 'The most items in the page: 1 to 1000 (default 100).' }),
+  after: z.string().min(1, 'must be a cursor from a previous page').max(512, 'must be a cursor from a previous page').optional()
+    .meta({ description: 'The `next` of the previous page: the page continues after it.' }),
+});
+
 // Responses. Integers of 128-bit range are bigint here and bare numbers on the wire.
 const int128 = z.bigint().meta({ type: 'integer', format: 'int128' });
 const tick = z.number().int().min(0);
@@ -99,7 +108,8 @@ export const ObligationView = z.strictObject({
   state: ObligationState, repair_of: z.string().nullable(), blocks: z.array(z.string()),
   discharged_by: z.string().nullable(), discharged_at_tick: tick.nullable(), breached_at_tick: tick.nullable(), policy: PolicyRef,
 });
-export const ObligationList = z.strictObject({ party: z.string(), tick, obligations: z.array(ObligationView) });
+const next = z.string().nullable().meta({ description: 'The cursor of the next page (pass it as `after`), or null when this is the last one.' });
+export const ObligationList = z.strictObject({ party: z.string(), tick, obligations: z.array(ObligationView), next });
 
 const PolicyEvent = z.strictObject({
   action: z.enum(['draft', 'review', 'approve', 'activate', 'supersede']), by: z.string(), tick, log_index: z.number().int(), comment: z.string().optional(),
@@ -134,10 +144,13 @@ export const AccountRequest = z.strictObject({ id: AccountId, party: PartyId.opt
 export const UsageRequest = z.strictObject({ id: UsageId, currency: Currency, owner: PartyId.optional() });
 export const PolicyRequest = z.strictObject({ id: PolicyId, bundle: z.unknown().meta({ description: 'A rule bundle (see docs/policy-language.md).' }) });
 export const LifecycleRequest = z.strictObject({ comment: Comment.optional() });
-const LIMIT_PHRASE = 'must be an integer from 1 to 10000';
+const LIMIT_PHRASE = 'must be an integer from 1 to 1000';
+const BEFORE_PHRASE = 'must be a log index (the next_before of a previous report)';
 export const DryRunRequest = z.strictObject({
-  limit: z.number({ error: LIMIT_PHRASE }).int(LIMIT_PHRASE).min(1, LIMIT_PHRASE).max(10_000, LIMIT_PHRASE).optional()
-    .meta({ description: 'How many of the last recorded intents to judge (default 100).' }),
+  limit: z.number({ error: LIMIT_PHRASE }).int(LIMIT_PHRASE).min(1, LIMIT_PHRASE).max(1000, LIMIT_PHRASE).optional()
+    .meta({ description: 'How many recorded intents to judge, the most recent first (1 to 1000, default 100).' }),
+  before: z.number({ error: BEFORE_PHRASE }).int(BEFORE_PHRASE).min(1, BEFORE_PHRASE).max(Number.MAX_SAFE_INTEGER, BEFORE_PHRASE).optional()
+    .meta({ description: 'Judge intents recorded before this log index: the next_before of the previous report, to page back through history.' }),
 });
 export const DryRunReport = z.strictObject({
   policy: z.string(),
@@ -145,7 +158,8 @@ export const DryRunReport = z.strictObject({
   evaluated: z.number().int(),
   unchanged: z.number().int(),
   decided_by_obligations: z.number().int(),
-  changed: z.array(z.strictObject({ transaction: z.string(), recorded: Verdict, would_be: Verdict, winning_rule: z.string(), basis: z.string().optional() })),
+  changed: z.array(z.strictObject({ transaction: z.string(), party: z.string(), recorded: Verdict, would_be: Verdict, winning_rule: z.string(), basis: z.string().optional() })),
+  next_before: z.number().int().nullable().meta({ description: 'Pass it as `before` to judge the intents recorded earlier; null when none are left.' }),
 });
 export const TransferRequest = z.strictObject({ to: z.string({ error: 'must be a member id' }).min(1, 'must be a member id').max(32, 'must be a member id') });
 export const TransferView = z.strictObject({

@@ -7,7 +7,6 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
 import { parseJson } from '../json.js';
-import { stateHash } from '../snapshot.js';
 import { AUTHOR, Harness } from '../testing.js';
 import { bundleHash, compareBytes, compileBundle, type CompiledBundle } from './bundle.js';
 
@@ -51,7 +50,7 @@ t.test('a drafted policy records the content hash of its bundle as authored', as
   const bundle = { rules: [rule({ when: [{ left: 'amount', op: 'lte', right: '1000', currency: 'USD' }] })] };
   const a = h.admin('DraftPolicy', { id: 'pol_2', bundle }, AUTHOR);
   t.ok(a.result.ok);
-  t.equal(h.ledger.state.policies.get('pol_2')!.bundle_hash, bundleHash(bundle));
+  t.equal(h.state.policies.get('pol_2')!.bundle_hash, bundleHash(bundle));
   t.not(bundleHash(bundle), bundleHash({ rules: [rule({ when: [{ left: 'amount', op: 'lte', right: 1000, currency: 'USD' }] })] }),
     'a digit string and an integer are different authored content, though they compile alike');
 });
@@ -133,9 +132,9 @@ t.test('a bundle that would have thrown while compiling is an issue, and draftin
     { left: 'bindings.quantity', op: 'ne' },
   ];
   for (const [k, condition] of cases.entries()) {
-    const before = stateHash(h.ledger.state);
+    const before = h.stateHash;
     const a = h.admin('DraftPolicy', { id: `pol_bad${k}`, bundle: { rules: [rule({ modality: 'prohibition', when: [condition] })] } }, AUTHOR);
     t.equal(a.result.ok ? 'ok' : a.result.error.error, 'invalid_policy', JSON.stringify(condition));
-    t.equal(stateHash(h.ledger.state), before);
+    t.equal(h.stateHash, before);
   }
 });

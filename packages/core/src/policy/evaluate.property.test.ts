@@ -13,10 +13,11 @@
 import t from 'tap';
 import fc from 'fast-check';
 import type { Applied } from '../apply.js';
-import { canonicalHash, canonicalJson } from '../canonical.js';
+import { canonicalJson } from '../canonical.js';
 import type { Operation } from '../ops.js';
 import { owedBy } from '../obligations.js';
-import { stateData, stateHash } from '../snapshot.js';
+import type { Account } from '../state.js';
+import { hashFromHex, hashHex, recordHash, subHash, TABLES } from '../store.js';
 import type { Outcome, Verdict } from '../state.js';
 import { AGENT_A, AGENT_B, EVIDENCE, Harness, intent } from '../testing.js';
 import { compileBundle } from './bundle.js';
@@ -146,7 +147,7 @@ const runs = { numRuns: 200 };
 function resolve(h: Harness, o: Operation): Operation {
   if (o.type !== 'SubmitIntent' || !String(o.action.bindings.obligation ?? '').startsWith('@')) return o;
   // Repair duties first: they are the rarer path, and the only way out of a block.
-  const owed = owedBy(h.ledger.state, h.ledger.state.agents.get(o.agent)!).sort((a, b) => Number(b.repair_of !== null) - Number(a.repair_of !== null));
+  const owed = [...owedBy(h.state, h.state.agents.get(o.agent)!)].sort((a, b) => Number(b.repair_of !== null) - Number(a.repair_of !== null));
   const { obligation: _placeholder, ...bindings } = o.action.bindings;
   const named = owed[Number(String(o.action.bindings.obligation).slice(1)) % Math.max(owed.length, 1)];
   if (!named) return { ...o, action: { action: 'purchase.book', bindings } };
@@ -175,14 +176,15 @@ function reauthored(value: unknown): unknown {
   return Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, k === 'rules' ? (v as unknown[]).map(reauthored).reverse() : reauthored(v)]));
 }
 
-function hashWithout(h: Harness, txn: string): string {
-  const d = stateData(h.ledger.state);
-  return canonicalHash({ ...d, transactions: d.transactions.filter((r) => r.transaction !== txn) });
+/** The state hash without one party's transaction record. */
+function hashWithout(h: Harness, party: string, txn: string): string {
+  const key = `${TABLES.transaction.prefix}${party}/${txn}`;
+  return hashHex(subHash(hashFromHex(h.stateHash), recordHash(key, h.store.text(key)!)));
 }
 
 function debitTotal(h: Harness): bigint {
   let sum = 0n;
-  for (const a of h.ledger.state.accounts.values()) for (const tot of a.totals.values()) sum += tot.debits;
+  for (const a of h.store.values<Account>(TABLES.account.prefix)) for (const [, tot] of a.totals) sum += tot.debits;
   return sum;
 }
 
@@ -218,10 +220,10 @@ t.test('evaluation is deterministic: same log, same results; judging is pure; au
         if (strip(ox) !== strip(oz)) return false;
       }
     }
-    if (stateHash(one.ledger.state) !== stateHash(two.ledger.state)) return false;
-    const state = one.ledger.state;
+    if (one.stateHash !== two.stateHash) return false;
+    const state = one.state;
     const policy = state.policies.get('pol_1')!;
-    const before = stateHash(state);
+    const before = one.stateHash;
     for (const o of one.log.map((l) => l.op)) {
       if (o.type !== 'SubmitIntent') continue;
       const facts = {
@@ -230,7 +232,7 @@ t.test('evaluation is deterministic: same log, same results; judging is pure; au
       };
       if (canonicalJson(judge(state, policy, facts)) !== canonicalJson(judge(state, policy, facts))) return false;
     }
-    return stateHash(state) === before;
+    return one.stateHash === before;
   }), runs);
   t.pass('two ledgers, two judgements and two authorings agreed');
   reachedEveryVerdict(t, reached);
@@ -267,20 +269,21 @@ t.test('a refusal changes nothing but the refusal record; an error before judgem
     const h = ledger(b);
     for (const generated of seq) {
       const o = resolve(h, generated);
-      const before = stateHash(h.ledger.state);
+      const before = h.stateHash;
       const a = h.run(o);
       if (!a.result.ok) {
         tally(reached, a.result.error.error);
-        if (stateHash(h.ledger.state) !== before) return false;
+        if (h.stateHash !== before) return false;
         continue;
       }
       const outcome = outcomeOf(a);
       if (!outcome) continue;
       tally(reached, outcome.verdict);
       if (outcome.posted) continue;
-      const record = h.ledger.state.transactions.get(outcome.transaction);
+      const party = h.state.agents.get((o as { agent: string }).agent)!;
+      const record = h.txn(outcome.transaction, party);
       if (!record || canonicalJson(record.outcome) !== canonicalJson(outcome)) return false;
-      if (hashWithout(h, outcome.transaction) !== before) return false;
+      if (hashWithout(h, party, outcome.transaction) !== before) return false;
       if (outcome.provenance.obligations_created.length + outcome.provenance.obligations_discharged.length > 0) return false;
     }
     return true;

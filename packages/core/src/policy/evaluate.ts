@@ -17,7 +17,7 @@
  * most conditions, then the smaller id by bytes (the compiled bundle's order).
  */
 import { matchesPattern } from '../patterns.js';
-import type { Obligation, Policy, State, Verdict } from '../state.js';
+import { scoped, type Obligation, type OwedEntry, type Policy, type State, type Verdict } from '../state.js';
 import { compareBytes, DEFAULT_DENY, UNKNOWN_OBLIGATION, type CompiledCondition, type CompiledRule } from './bundle.js';
 import { owedBy } from '../obligations.js';
 import { describeFailed, describeHeld, evaluate, type Facts } from './conditions.js';
@@ -99,11 +99,11 @@ function prohibit(policy: { compiled: Policy['compiled'] }, facts: Facts): { for
  * must not stop the refund of another breached purchase, or two breaches would
  * block each other's repair for good.
  */
-function blockingRepair(state: State, facts: Facts, named: unknown): Obligation | null {
+function blockingRepair(state: State, facts: Facts, named: unknown): OwedEntry | null {
   const owed = owedBy(state, facts.party);
   const repair = owed.find((o) => o.id === named && o.repair_of !== null && matchesPattern(o.action, facts.action));
   if (repair) return null;
-  let found: Obligation | null = null;
+  let found: OwedEntry | null = null;
   for (const o of owed) {
     if (o.repair_of === null) continue;
     if (!o.blocks.some((p) => matchesPattern(p, facts.action))) continue;
@@ -139,9 +139,10 @@ function prohibitionBasis(rule: CompiledRule, held: string[]): string {
 }
 
 function judgeDischarge(state: State, facts: Facts, id: string): Omit<Judgement, 'prohibitions_checked'> {
-  const o = state.obligations.get(id);
+  // Obligations are kept per party: another party's is not even looked at.
+  const o = state.obligations.get(scoped(facts.party, id));
   const unmet = (winning_rule: string, basis: string) => ({ verdict: 'ObligationUnmetRejected' as const, winning_rule, basis });
-  if (!o || o.party !== facts.party) {
+  if (!o) {
     // The same words whether the obligation does not exist or is another party's.
     return unmet(UNKNOWN_OBLIGATION, `No obligation ${id} is owed by this party.`);
   }

@@ -4,10 +4,11 @@
 // activating, the previous one superseded at the activation's tick, a history of
 // who did what and when, and every refused step recording nothing.
 import t from 'tap';
+import type { Policy } from '../state.js';
+import { TABLES } from '../store.js';
 import type { Applied } from '../apply.js';
 import { policyView } from '../admin.js';
 import type { Principal } from '../ops.js';
-import { stateHash } from '../snapshot.js';
 import { APPROVER, AUTHOR, Harness, intent, OPERATOR, PERMIT_ALL, REVIEWER, verdictOf } from '../testing.js';
 import { bundleHash } from './bundle.js';
 
@@ -16,10 +17,10 @@ const message = (a: Applied) => (a.result.ok ? 'ok' : a.result.error.message);
 
 /** Runs a step that must be refused and record nothing; throws (failing the test) otherwise. */
 function refused(h: Harness, type: string, fields: Record<string, unknown>, by: Principal): Applied {
-  const before = stateHash(h.ledger.state);
+  const before = h.stateHash;
   const a = h.admin(type, fields, by);
   if (a.result.ok) throw new Error(`${type} by ${by.name} was not refused`);
-  if (stateHash(h.ledger.state) !== before) throw new Error(`the refused ${type} by ${by.name} changed the state`);
+  if (h.stateHash !== before) throw new Error(`the refused ${type} by ${by.name} changed the state`);
   return a;
 }
 
@@ -31,7 +32,7 @@ t.test('a policy goes draft, reviewed, approved, active, with four distinct eyes
   t.equal(code(h.admin('ApprovePolicy', { id: 'pol_2' }, APPROVER)), 'ok');
   const a = h.admin('ActivatePolicy', { id: 'pol_2' }, OPERATOR);
   t.ok(a.result.ok);
-  const v = policyView(h.ledger.state.policies.get('pol_2')!);
+  const v = policyView(h.state.policies.get('pol_2')!);
   t.same({ ...v, history: undefined }, {
     id: 'pol_2', state: 'active', bundle_hash: bundleHash(PERMIT_ALL), author: 'alice', reviewer: 'bob', approver: 'carol',
     activated_at_tick: 3, superseded_at_tick: null, history: undefined, bundle: PERMIT_ALL,
@@ -40,19 +41,19 @@ t.test('a policy goes draft, reviewed, approved, active, with four distinct eyes
     ['draft', 'alice', 3, null], ['review', 'bob', 3, 'reads well'], ['approve', 'carol', 3, null], ['activate', 'ops', 3, null],
   ]);
   t.same(v.history.map((e) => e.log_index), [...v.history.keys()].map((k) => v.history[0]!.log_index + k), 'each event at its own log index');
-  t.equal(h.ledger.state.activePolicy, 'pol_2');
+  t.equal(h.state.activePolicy, 'pol_2');
 });
 
 t.test('activation supersedes the policy in force at the same tick, and is final', async (t) => {
   const h = Harness.bootstrap();
   h.tick(2);
   h.activate('pol_2', PERMIT_ALL);
-  const old = h.ledger.state.policies.get('pol_1')!;
+  const old = h.state.policies.get('pol_1')!;
   t.equal(old.state, 'superseded');
   t.equal(old.superseded_at_tick, 2);
   t.same(old.history.at(-1), { action: 'supersede', by: 'carol', tick: 2, log_index: old.history.at(-1)!.log_index, comment: 'superseded by pol_2' });
   t.equal(message(refused(h, 'ActivatePolicy', { id: 'pol_1' }, APPROVER)), 'Policy pol_1 is superseded; only a policy that is approved can become active.');
-  t.equal([...h.ledger.state.policies.values()].filter((p) => p.state === 'active').length, 1, 'one policy is in force');
+  t.equal(h.store.values<Policy>(TABLES.policy.prefix).filter((p) => p.state === 'active').length, 1, 'one policy is in force');
 });
 
 t.test('the reviewer is not the author, whatever roles the author holds', async (t) => {

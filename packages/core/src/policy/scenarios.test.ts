@@ -11,7 +11,8 @@ import { pendingFor } from '../obligations.js';
 import type { Principal, Role } from '../ops.js';
 import { parseJson } from '../json.js';
 import { AGENT_A, AGENT_B, Harness, ISSUER, KEY_ID, OPERATOR, PARTY_A, PARTY_B, PUBLIC_KEY } from '../testing.js';
-import type { Outcome } from '../state.js';
+import type { Outcome, Policy } from '../state.js';
+import { TABLES } from '../store.js';
 import { readDirectives, rewrite, type Directive } from './datadriven.js';
 
 const DIR = new URL('../../testdata/scenarios/', import.meta.url).pathname;
@@ -89,10 +90,10 @@ function intentOp(d: Directive, policy: string) {
 
 const list = (xs: readonly string[]) => `[${xs.join(' ')}]`;
 
-function showIntent(a: Applied, h: Harness): string {
+function showIntent(a: Applied, h: Harness, party: string): string {
   if (!a.result.ok) return `error ${a.result.error.error}: ${a.result.error.message}`;
   const v = a.result.value as { kind: string; outcome?: Outcome; transaction?: string };
-  if (v.kind === 'replayed') return `replayed ${v.transaction}: ${h.ledger.state.transactions.get(v.transaction!)!.outcome.verdict}`;
+  if (v.kind === 'replayed') return `replayed ${v.transaction}: ${h.txn(v.transaction!, party)!.outcome.verdict}`;
   const o = v.outcome!;
   const p = o.provenance;
   const lines = [
@@ -115,8 +116,8 @@ function showAdmin(a: Applied): string {
 }
 
 /** The full provenance of a recorded transaction, every field of it but the entry hash. */
-function showProvenance(h: Harness, txn: string): string {
-  const r = h.ledger.state.transactions.get(txn);
+function showProvenance(h: Harness, txn: string, party: string): string {
+  const r = h.txn(txn, party);
   if (!r) return `no transaction ${txn}`;
   const p = r.outcome.provenance;
   return [
@@ -130,7 +131,7 @@ function showProvenance(h: Harness, txn: string): string {
 }
 
 function showPolicies(h: Harness): string {
-  return [...h.ledger.state.policies.values()].map((p) => [
+  return h.store.values<Policy>(TABLES.policy.prefix).map((p) => [
     `${p.id} ${p.state} author=${p.author} reviewer=${p.reviewer ?? '-'} approver=${p.approver ?? '-'}`,
     `activated=${p.activated_at_tick ?? '-'} superseded=${p.superseded_at_tick ?? '-'}`,
     `history=${list(p.history.map((e) => `${e.action}:${e.by}@${e.tick}`))}`,
@@ -140,7 +141,7 @@ function showPolicies(h: Harness): string {
 /** Debit and credit totals of the agent's two accounts, per currency. */
 function showBalances(h: Harness, suffix: string): string {
   return [`acc_cash_${suffix}`, `acc_books_${suffix}`].flatMap((id) => {
-    const a = h.ledger.state.accounts.get(id)!;
+    const a = h.state.accounts.get(id)!;
     return [...a.totals].map(([cur, t]) => `${id} ${cur} debits=${t.debits} credits=${t.credits}`);
   }).join('\n') || 'none';
 }
@@ -161,7 +162,7 @@ function run(h: Harness, d: Directive, ctx: { policy: string }): string {
         if (!a.result.ok) return showAdmin(a);
       }
       ctx.policy = id;
-      return `${id} active at tick ${h.ledger.state.tick}`;
+      return `${id} active at tick ${h.state.tick}`;
     }
     case 'draft': {
       const a = h.admin('DraftPolicy', { id, bundle: parseJson(d.input) }, principal(d, 'author'));
@@ -180,26 +181,26 @@ function run(h: Harness, d: Directive, ctx: { policy: string }): string {
       return showAdmin(a);
     }
     case 'intent':
-      return showIntent(h.run(intentOp(d, ctx.policy)), h);
+      return showIntent(h.run(intentOp(d, ctx.policy)), h, AGENTS[d.args.get('agent') ?? 'a']!.party);
     case 'tick': {
       const out: string[] = [];
       for (const a of h.tick(Number(d.args.get('n') ?? 1))) {
         const v = a.result.ok ? (a.result.value as { tick: number; breaches: { obligation: string; repairs_created: string[] }[] }) : null;
         for (const b of v?.breaches ?? []) out.push(`tick ${v!.tick}: breached ${b.obligation} repairs=${list(b.repairs_created)}`);
       }
-      out.push(`tick ${h.ledger.state.tick}`);
+      out.push(`tick ${h.state.tick}`);
       return out.join('\n');
     }
     case 'provenance':
-      return showProvenance(h, d.args.get('txn') ?? 'txn_x');
+      return showProvenance(h, d.args.get('txn') ?? 'txn_x', AGENTS[d.args.get('agent') ?? 'a']!.party);
     case 'policies':
       return showPolicies(h);
     case 'balances':
       return showBalances(h, AGENTS[d.args.get('agent') ?? 'a']!.suffix);
     case 'obligations':
-      return pendingLines(pendingFor(h.ledger.state, AGENTS[d.args.get('agent') ?? 'a']!.party)).join('\n') || 'none';
+      return pendingLines(pendingFor(h.state, AGENTS[d.args.get('agent') ?? 'a']!.party)).join('\n') || 'none';
     case 'dry-run': {
-      const r = dryRun(h.ledger.state, parseJson(d.input), Number(d.args.get('limit') ?? 100));
+      const r = dryRun(h.recorded(Number(d.args.get('limit') ?? 100)), parseJson(d.input));
       if (!r.ok) return `error ${r.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`;
       const { evaluated, unchanged, decided_by_obligations, changed } = r.report;
       return [`evaluated=${evaluated} unchanged=${unchanged} decided_by_obligations=${decided_by_obligations}`,

@@ -1,0 +1,40 @@
+/**
+ * Applying the committed entries of one Ready to the state store, in two phases
+ * (core/store.ts): everything the batch's operations read is loaded together, then
+ * each is applied over one view, later ones seeing earlier ones' writes, and the
+ * view's writes, the journal records of what took effect and the new position go to
+ * the store in one batch. The replica runs this for every Ready; the differential
+ * test runs it against the in-memory store.
+ */
+import { apply, canonicalJson, skip, type Applied, type Operation } from '@apl/core';
+import type { JournalRecord, LedgerStore } from './ledger-store.js';
+
+/** A committed log entry as the replica read it: its operation and canonical text, or null for a no-op. */
+export interface BatchEntry {
+  index: number;
+  term: number;
+  op: { op: Operation; text: string } | null;
+}
+
+/** Applies the entries in order and writes the batch; the result of each (null for a no-op). */
+export async function applyBatch(store: LedgerStore, entries: readonly BatchEntry[]): Promise<(Applied | null)[]> {
+  if (entries.length === 0) return [];
+  const view = store.view();
+  await store.prefetch(view, entries.flatMap((e) => (e.op === null ? [] : [e.op.op])));
+  const journal: JournalRecord[] = [];
+  const results: (Applied | null)[] = [];
+  for (const e of entries) {
+    if (e.op === null) {
+      skip(view, e.index);
+      results.push(null);
+      continue;
+    }
+    await store.ensure(view, e.op.op);
+    const a = apply(view, e.index, e.op.op, e.op.text);
+    // The record's canonical JSON, built around the operation's text so it is not encoded again.
+    if (a.entry_hash !== null) journal.push({ index: e.index, text: `{"entry_hash":"${a.entry_hash}","index":${e.index},"op":${e.op.text},"result":${canonicalJson(a.result)}}` });
+    results.push(a);
+  }
+  await store.commit(view.commit(), journal, entries[entries.length - 1]!.term);
+  return results;
+}

@@ -1,0 +1,441 @@
+/**
+ * The ledger's state on disk: one LevelDB database per replica holding the state
+ * machine's records (core/store.ts), the audit journal, and the position they are at
+ * (`chain/meta`: the applied index and its term, the chain head, the state hash).
+ * Everything a batch of log entries changes is written in one LevelDB batch with the
+ * new position, so after any crash the state, the journal and the applied index agree
+ * (etcd's backend writes its consistent index the same way).
+ *
+ * Reads go through a bounded LRU cache of decoded records; writes go through it too.
+ * A batch is written without fsync: the Raft log holds the entries durably, and a
+ * restart re-applies whatever the store lost. Before the Raft log is compacted below
+ * an index, `sync()` makes the store durable up to it.
+ *
+ * A member that is behind compaction receives the whole store: `snapshotChunks()`
+ * reads it from one consistent LevelDB iterator in chunks of about 1 MiB, each with
+ * its SHA-256; `receiveSnapshot` writes them to a fresh directory, checks each chunk
+ * and, at the end, the state hash it recomputes against the one the stream carries;
+ * `install` then switches the CURRENT pointer to it (an atomic rename) and reopens.
+ * A transfer cut half-way leaves the old store as it was.
+ *
+ * Directory layout: `<dir>/CURRENT` names the store in use, `<dir>/store-<n>/`.
+ */
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Level } from 'level';
+import {
+  addHash, decodeRecord, EMPTY_STATE_HASH, encodeRecord, GENESIS_HASH, hashHex, isHashed, META_KEYS, reads, recordHash, View,
+  type Commit, type LedgerMeta, type Operation, type ReadSet, type Slot,
+} from '@apl/core';
+
+/** The position of the store: the ledger's meta, the term of its applied index, and the tick there. */
+export interface StorePosition extends LedgerMeta {
+  /** term is the Raft term of the entry at `applied` (0 before the first). */
+  term: number;
+  /** tick is the ledger's tick at `applied` (a copy of the record meta/tick, kept with the position). */
+  tick: number;
+}
+
+/** A journal record to write with a batch: `{index, op, result, entry_hash}` as canonical JSON. */
+export interface JournalRecord {
+  index: number;
+  text: string;
+}
+
+/** One chunk of a streamed store. */
+export interface SnapshotChunk {
+  seq: number;
+  data: Uint8Array;
+  /** digest is the lowercase-hex SHA-256 of `data`. */
+  digest: string;
+}
+
+/** What a backend must do: the few LevelDB calls the store makes, so a test can make them fail. */
+export type LevelDb = Level<string, string>;
+export type WrapDb = (db: LevelDb) => LevelDb;
+
+const META_KEY = 'chain/meta';
+const JOURNAL_PREFIX = 'jrnl/';
+const CHUNK_BYTES = 1 << 20;
+/** The most rounds of `reads` one operation may need; more is a bug in `reads`. */
+const PREFETCH_ROUNDS_MAX = 4;
+
+export const journalKey = (index: number) => `${JOURNAL_PREFIX}${index.toString(16).padStart(16, '0')}`;
+
+/** The first key after every key that starts with `prefix`. */
+export function prefixEnd(prefix: string): string {
+  return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+}
+
+/** A bounded least-recently-used map: a hit moves the entry to the back, the front goes first. */
+class Lru<K, V> {
+  private readonly map = new Map<K, V>();
+  constructor(private readonly max: number) {}
+
+  get(k: K): V | undefined {
+    const v = this.map.get(k);
+    if (v !== undefined) {
+      this.map.delete(k);
+      this.map.set(k, v);
+    }
+    return v;
+  }
+
+  set(k: K, v: V): void {
+    this.map.delete(k);
+    this.map.set(k, v);
+    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as K);
+  }
+
+  clear(): void {
+    this.map.clear();
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+}
+
+export class LedgerStore {
+  /** Records by key as last read or written: a slot, or null for a key the store does not hold. */
+  private readonly cache: Lru<string, Slot | null>;
+  private pos: StorePosition;
+  /**
+   * commits counts the batches written. A read that started before a commit may have
+   * read what the commit then changed, so its result is answered but not cached.
+   */
+  private commits = 0;
+
+  private constructor(
+    private readonly dir: string,
+    private db: LevelDb,
+    private current: string,
+    pos: StorePosition,
+    cacheEntriesMax: number,
+    private readonly wrap: WrapDb,
+  ) {
+    this.pos = pos;
+    this.cache = new Lru(cacheEntriesMax);
+  }
+
+  /** Opens (or creates) the store under `dir`; removes what an interrupted install left. */
+  static async open(dir: string, opts: { cacheEntriesMax: number; wrap?: WrapDb }): Promise<LedgerStore> {
+    mkdirSync(dir, { recursive: true });
+    const pointer = join(dir, 'CURRENT');
+    let current = existsSync(pointer) ? readFileSync(pointer, 'utf8').trim() : '';
+    if (current === '') {
+      current = 'store-000001';
+      writePointer(dir, current);
+    }
+    for (const name of readdirSync(dir)) {
+      if (name.startsWith('store-') && name !== current) rmSync(join(dir, name), { recursive: true, force: true });
+    }
+    const wrap = opts.wrap ?? ((db: LevelDb) => db);
+    const db = await openDb(join(dir, current), wrap);
+    return new LedgerStore(dir, db, current, await readPosition(db), opts.cacheEntriesMax, wrap);
+  }
+
+  get position(): StorePosition {
+    return this.pos;
+  }
+
+  get cacheSize(): number {
+    return this.cache.size;
+  }
+
+  // ------------------------------------------------------------ apply: prefetch and commit
+
+  /** A view over the store at its position, for one batch of operations. */
+  view(): View {
+    return new View(this.pos, encodeRecord);
+  }
+
+  /**
+   * Loads everything the operations read, in rounds, all operations of a round
+   * together. Reads that depend on an earlier operation's writes are named again
+   * when that operation is applied (`ensure`).
+   */
+  async prefetch(view: View, ops: readonly Operation[]): Promise<void> {
+    for (let round = 0; round < PREFETCH_ROUNDS_MAX; round++) {
+      const keys = new Set<string>();
+      const prefixes = new Set<string>();
+      for (const op of ops) {
+        const r = reads(view, op);
+        for (const k of r.keys) keys.add(k);
+        for (const p of r.prefixes) prefixes.add(p);
+      }
+      if (keys.size === 0 && prefixes.size === 0) return;
+      await this.load(view, { keys: [...keys], prefixes: [...prefixes] });
+    }
+  }
+
+  /** Loads what one operation still lacks (after earlier operations of its batch wrote). */
+  async ensure(view: View, op: Operation): Promise<void> {
+    for (let round = 0; ; round++) {
+      const r = reads(view, op);
+      if (r.keys.length === 0 && r.prefixes.length === 0) return;
+      if (round >= PREFETCH_ROUNDS_MAX) throw new Error(`reads of ${op.type} did not settle in ${PREFETCH_ROUNDS_MAX} rounds`);
+      await this.load(view, r);
+    }
+  }
+
+  private async load(view: View, set: ReadSet): Promise<void> {
+    const missing: string[] = [];
+    for (const key of set.keys) {
+      const hit = this.cache.get(key);
+      if (hit === undefined) missing.push(key);
+      else view.supply(key, hit);
+    }
+    if (missing.length > 0) {
+      const before = this.commits;
+      const texts = await this.db.getMany(missing);
+      missing.forEach((key, k) => {
+        const slot = toSlot(key, texts[k]);
+        if (this.commits === before) this.cache.set(key, slot);
+        view.supply(key, slot);
+      });
+    }
+    for (const prefix of set.prefixes) view.supplyScan(prefix, await this.db.keys({ gte: prefix, lt: prefixEnd(prefix) }).all());
+  }
+
+  /**
+   * Writes a batch's records, its journal records and the position it reached, in one
+   * LevelDB batch; then the cache takes the new records.
+   */
+  async commit(c: Commit, journal: readonly JournalRecord[], term: number): Promise<void> {
+    const tick = c.writes.find((w) => w.key === META_KEYS[0]);
+    const pos: StorePosition = { ...c.meta, term, tick: tick ? (tick.value as number) : this.pos.tick };
+    const ops: ({ type: 'put'; key: string; value: string } | { type: 'del'; key: string })[] = [];
+    for (const w of c.writes) ops.push(w.text === null ? { type: 'del', key: w.key } : { type: 'put', key: w.key, value: w.text });
+    for (const j of journal) ops.push({ type: 'put', key: journalKey(j.index), value: j.text });
+    ops.push({ type: 'put', key: META_KEY, value: JSON.stringify(pos) });
+    await this.db.batch(ops, { sync: false });
+    this.commits++;
+    for (const w of c.writes) this.cache.set(w.key, w.text === null ? null : { value: w.value, hash: w.hash });
+    this.pos = pos;
+  }
+
+  /** Makes everything written so far durable (an fsync of the store's log). */
+  async sync(): Promise<void> {
+    await this.db.batch([{ type: 'put', key: META_KEY, value: JSON.stringify(this.pos) }], { sync: true });
+  }
+
+  // ------------------------------------------------------------ reads for the planes
+
+  /** A record by key, decoded; undefined when the store has none. */
+  async get<T>(key: string): Promise<T | undefined> {
+    let slot = this.cache.get(key);
+    if (slot === undefined) {
+      const before = this.commits;
+      slot = toSlot(key, await this.db.get(key));
+      if (this.commits === before) this.cache.set(key, slot);
+    }
+    return slot === null ? undefined : (slot.value as T);
+  }
+
+  /**
+   * A page of the records under `prefix` after the key `after` (exclusive), in key
+   * order (or in reverse, before `after`), decoded: at most `limit` that `keep`, from at
+   * most `scanMax` read, so that a sparse filter never makes one request read without
+   * bound; `next` is the key to continue after, or null at the end.
+   */
+  async page<T>(prefix: string, opts: { after?: string | undefined; limit: number; reverse?: boolean; scanMax?: number; keep?: (v: T) => boolean }): Promise<{ items: [string, T][]; next: string | null }> {
+    const range = opts.reverse
+      ? { gte: prefix, lt: opts.after ?? prefixEnd(prefix), reverse: true }
+      : { gt: opts.after ?? prefix, lt: prefixEnd(prefix) };
+    const scanMax = Math.max(opts.limit, opts.scanMax ?? opts.limit);
+    const items: [string, T][] = [];
+    let last: string | null = null;
+    let read = 0;
+    const it = this.db.iterator(range);
+    try {
+      for await (const [key, text] of it) {
+        if (items.length === opts.limit || read === scanMax) return { items, next: last };
+        read++;
+        last = key;
+        const value = decodeRecord(key, text) as T;
+        if (!opts.keep || opts.keep(value)) items.push([key, value]);
+      }
+    } finally {
+      await it.close();
+    }
+    return { items, next: null };
+  }
+
+  /** The journal's records from log index `from` on, in log order. */
+  async *journal(from = 0): AsyncGenerator<string> {
+    for await (const value of this.db.values({ gte: journalKey(from), lt: prefixEnd(JOURNAL_PREFIX) })) yield value;
+  }
+
+  // ------------------------------------------------------------ the store as a snapshot
+
+  /**
+   * The whole store at this moment, from one explicit LevelDB snapshot: its position
+   * (announced before the transfer) and its records in chunks of about 1 MiB, read
+   * lazily so that a slow receiver holds back the reading. The chunks must be read to
+   * the end or `return()`ed, which releases the snapshot.
+   */
+  async openSnapshot(): Promise<{ position: StorePosition; chunks: AsyncGenerator<SnapshotChunk> }> {
+    const snapshot = this.db.snapshot();
+    let position: StorePosition;
+    try {
+      position = parsePositionOrEmpty(await this.db.get(META_KEY, { snapshot }));
+    } catch (err) {
+      await snapshot.close();
+      throw err;
+    }
+    const db = this.db;
+    async function* chunks(): AsyncGenerator<SnapshotChunk> {
+      let seq = 0;
+      let parts: Buffer[] = [];
+      let size = 0;
+      const flush = (): SnapshotChunk => {
+        const data = Buffer.concat(parts);
+        parts = [];
+        size = 0;
+        return { seq: seq++, data, digest: createHash('sha256').update(data).digest('hex') };
+      };
+      try {
+        for await (const [key, value] of db.iterator({ snapshot })) {
+          const frame = encodeFrame(key, value);
+          parts.push(frame);
+          size += frame.length;
+          if (size >= CHUNK_BYTES) yield flush();
+        }
+        if (size > 0 || seq === 0) yield flush();
+      } finally {
+        await snapshot.close();
+      }
+    }
+    return { position, chunks: chunks() };
+  }
+
+  /**
+   * Writes a streamed store into a fresh directory beside this one, checking every
+   * chunk's digest and, at the end, the state hash recomputed from the records against
+   * `expected` and against the position the stream carries. Returns the directory's
+   * name, for `install`. On any failure the directory is removed and the error thrown.
+   */
+  async receiveSnapshot(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>): Promise<string> {
+    const name = nextStoreName(this.dir, this.current);
+    const path = join(this.dir, name);
+    rmSync(path, { recursive: true, force: true });
+    const db = new Level<string, string>(path);
+    await db.open();
+    try {
+      let sum = 0n;
+      let seq = 0;
+      let position: StorePosition | null = null;
+      for await (const chunk of chunks) {
+        if (chunk.seq !== seq) throw new Error(`snapshot chunk ${chunk.seq} arrived where ${seq} was expected`);
+        if (createHash('sha256').update(chunk.data).digest('hex') !== chunk.digest) throw new Error(`snapshot chunk ${seq} does not match its digest`);
+        seq++;
+        const batch: { type: 'put'; key: string; value: string }[] = [];
+        for (const [key, value] of decodeFrames(chunk.data)) {
+          if (key === META_KEY) position = parsePosition(value);
+          else if (isHashed(key)) sum = addHash(sum, recordHash(key, value));
+          batch.push({ type: 'put', key, value });
+        }
+        await db.batch(batch);
+      }
+      if (position === null) throw new Error('the snapshot carries no position');
+      const recomputed = hashHex(sum);
+      if (recomputed !== position.stateHash || recomputed !== expected.stateHash || position.applied !== expected.applied) {
+        throw new Error(`the snapshot's records hash to ${recomputed} at ${position.applied}; ${expected.stateHash} at ${expected.applied} was announced`);
+      }
+      await db.batch([{ type: 'put', key: META_KEY, value: JSON.stringify(position) }], { sync: true });
+      await db.close();
+      return name;
+    } catch (err) {
+      await db.close().catch(() => undefined);
+      rmSync(path, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Switches to a received store: the CURRENT pointer moves in one rename, then the old one goes. */
+  async install(name: string): Promise<void> {
+    await this.db.close();
+    writePointer(this.dir, name);
+    rmSync(join(this.dir, this.current), { recursive: true, force: true });
+    this.current = name;
+    this.db = await openDb(join(this.dir, name), this.wrap);
+    this.pos = await readPosition(this.db);
+    this.cache.clear();
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+}
+
+async function openDb(path: string, wrap: WrapDb): Promise<LevelDb> {
+  const db = new Level<string, string>(path);
+  await db.open();
+  return wrap(db);
+}
+
+async function readPosition(db: LevelDb): Promise<StorePosition> {
+  return parsePositionOrEmpty(await db.get(META_KEY));
+}
+
+function parsePositionOrEmpty(text: string | undefined): StorePosition {
+  return text === undefined ? { applied: 0, term: 0, tick: 0, head: GENESIS_HASH, stateHash: EMPTY_STATE_HASH } : parsePosition(text);
+}
+
+function parsePosition(text: string): StorePosition {
+  const p = JSON.parse(text) as Partial<StorePosition>;
+  const index = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+  const hex = (v: unknown) => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
+  if (!index(p.applied) || !index(p.term) || !index(p.tick) || !hex(p.head) || !hex(p.stateHash)) throw new Error(`the store's position record is not valid: ${text}`);
+  return { applied: p.applied!, term: p.term!, tick: p.tick!, head: p.head!, stateHash: p.stateHash! };
+}
+
+function toSlot(key: string, text: string | undefined): Slot | null {
+  return text === undefined ? null : { value: decodeRecord(key, text), hash: recordHash(key, text) };
+}
+
+/** Replaces the CURRENT pointer atomically: write a temporary file, sync it, rename it over. */
+function writePointer(dir: string, name: string): void {
+  const tmp = join(dir, 'CURRENT.tmp');
+  writeFileSync(tmp, `${name}\n`);
+  const fd = openSync(tmp, 'r');
+  fsyncSync(fd);
+  closeSync(fd);
+  renameSync(tmp, join(dir, 'CURRENT'));
+  const d = openSync(dir, 'r');
+  fsyncSync(d);
+  closeSync(d);
+}
+
+function nextStoreName(dir: string, current: string): string {
+  const numbers = readdirSync(dir).map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
+  const next = Math.max(Number(current.slice('store-'.length)), ...numbers) + 1;
+  return `store-${String(next).padStart(6, '0')}`;
+}
+
+/** A record in a chunk: key length and value length (u32, big-endian), then the UTF-8 bytes. */
+function encodeFrame(key: string, value: string): Buffer {
+  const k = Buffer.from(key, 'utf8');
+  const v = Buffer.from(value, 'utf8');
+  const out = Buffer.allocUnsafe(8 + k.length + v.length);
+  out.writeUInt32BE(k.length, 0);
+  out.writeUInt32BE(v.length, 4);
+  k.copy(out, 8);
+  v.copy(out, 8 + k.length);
+  return out;
+}
+
+function* decodeFrames(data: Uint8Array): Generator<[string, string]> {
+  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  let at = 0;
+  while (at < b.length) {
+    if (at + 8 > b.length) throw new Error('a snapshot chunk ends inside a record header');
+    const kl = b.readUInt32BE(at);
+    const vl = b.readUInt32BE(at + 4);
+    if (at + 8 + kl + vl > b.length) throw new Error('a snapshot chunk ends inside a record');
+    yield [b.toString('utf8', at + 8, at + 8 + kl), b.toString('utf8', at + 8 + kl, at + 8 + kl + vl)];
+    at += 8 + kl + vl;
+  }
+}

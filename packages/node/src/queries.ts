@@ -1,0 +1,105 @@
+/**
+ * What the planes read, from the state store: single records by key (through the
+ * store's cache) and pages of records in key order. No read scans the state: a
+ * list is a page of at most PAGE_LIMIT_MAX records that reads at most PAGE_SCAN_MAX,
+ * and says where to continue.
+ */
+import {
+  recordedKey, scoped, TABLES,
+  type Obligation, type OwedEntry, type Party, type Policy, type TransactionRecord, type TrustRoot, type Account, type Usage,
+} from '@apl/core';
+import type { LedgerStore } from './ledger-store.js';
+
+/** The most items one page holds; `limit` defaults to PAGE_LIMIT_DEFAULT. */
+export const PAGE_LIMIT_MAX = 1000;
+export const PAGE_LIMIT_DEFAULT = 100;
+/** The most records one page reads to find its items (a filter may skip many). */
+export const PAGE_SCAN_MAX = 5000;
+
+export interface Page<T> {
+  items: T[];
+  /** the cursor to pass as `after` for the next page; null when there is no more. */
+  next: string | null;
+}
+
+export type ObligationFilter = 'owed' | 'open' | 'breached' | 'discharged' | 'all';
+
+export class Queries {
+  constructor(private readonly store: LedgerStore) {}
+
+  agentParty(uri: string): Promise<string | undefined> {
+    return this.store.get<string>(TABLES.agent.prefix + uri);
+  }
+
+  trustRoot(issuer: string): Promise<TrustRoot | undefined> {
+    return this.store.get<TrustRoot>(TABLES.root.prefix + issuer);
+  }
+
+  transaction(party: string, id: string): Promise<TransactionRecord | undefined> {
+    return this.store.get<TransactionRecord>(TABLES.transaction.prefix + scoped(party, id));
+  }
+
+  account(id: string): Promise<Account | undefined> {
+    return this.store.get<Account>(TABLES.account.prefix + id);
+  }
+
+  usage(id: string): Promise<Usage | undefined> {
+    return this.store.get<Usage>(TABLES.usage.prefix + id);
+  }
+
+  policy(id: string): Promise<Policy | undefined> {
+    return this.store.get<Policy>(TABLES.policy.prefix + id);
+  }
+
+  async activePolicyId(): Promise<string | null> {
+    return (await this.store.get<string>(`${TABLES.meta.prefix}active`)) ?? null;
+  }
+
+  async tick(): Promise<number> {
+    return (await this.store.get<number>(`${TABLES.meta.prefix}tick`)) ?? 0;
+  }
+
+  /**
+   * A party's obligations: what it owes (open ones and breached repair duties, at most
+   * LIMITS.obligationsOwedMax, by deadline then id, in one page), or those in one state
+   * or all, in id order, a page at a time.
+   */
+  async obligations(party: string, which: ObligationFilter, page: { after?: string | undefined; limit: number }): Promise<Page<Obligation>> {
+    const prefix = `${TABLES.obligation.prefix}${party}/`;
+    if (which === 'owed') {
+      const owed = (await this.store.get<OwedEntry[]>(TABLES.owed.prefix + party)) ?? [];
+      const all = await Promise.all(owed.map((e) => this.store.get<Obligation>(prefix + e.id)));
+      const sorted = all.filter((o): o is Obligation => o !== undefined)
+        .sort((a, b) => a.deadline_tick - b.deadline_tick || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      return { items: sorted, next: null };
+    }
+    const r = await this.store.page<Obligation>(prefix, {
+      after: page.after === undefined ? undefined : prefix + page.after, limit: page.limit, scanMax: PAGE_SCAN_MAX,
+      ...(which === 'all' ? {} : { keep: (o: Obligation) => o.state === which }),
+    });
+    return { items: r.items.map(([, o]) => o), next: r.next === null ? null : r.next.slice(prefix.length) };
+  }
+
+  /** A page of a table's records in id order; the cursor is an id. */
+  async list<T>(prefix: string, page: { after?: string | undefined; limit: number }): Promise<Page<[string, T]>> {
+    const r = await this.store.page<T>(prefix, { after: page.after === undefined ? undefined : prefix + page.after, limit: page.limit });
+    return { items: r.items.map(([k, v]) => [k.slice(prefix.length), v]), next: r.next === null ? null : r.next.slice(prefix.length) };
+  }
+
+  parties(page: { after?: string | undefined; limit: number }): Promise<Page<[string, Party]>> {
+    return this.list<Party>(TABLES.party.prefix, page);
+  }
+
+  /**
+   * A page of recorded intents, the most recent first, before the log index `before`
+   * (exclusive): what a dry run judges. The cursor is a log index.
+   */
+  async recorded(page: { before?: number | undefined; limit: number }): Promise<Page<TransactionRecord> & { nextBefore: number | null }> {
+    const r = await this.store.page<string>(TABLES.recorded.prefix, {
+      reverse: true, limit: page.limit, ...(page.before === undefined ? {} : { after: recordedKey(page.before) }),
+    });
+    const records = await Promise.all(r.items.map(([, key]) => this.store.get<TransactionRecord>(TABLES.transaction.prefix + key)));
+    const nextBefore = r.next === null ? null : parseInt(r.next.slice(TABLES.recorded.prefix.length), 16);
+    return { items: records.filter((x): x is TransactionRecord => x !== undefined), next: nextBefore === null ? null : String(nextBefore), nextBefore };
+  }
+}
