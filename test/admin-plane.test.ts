@@ -15,7 +15,7 @@ import { parseJson, verifyExport } from '@apl/core';
 import { OPENAPI_FILES } from '@apl/node';
 import { contract } from './support/contract.js';
 import {
-  AGENT_A, AGENT_B, EVIDENCE, Issuer, POLICY, TOKENS, bootstrap, envelope, startTestNode, testCerts,
+  AGENT_A, AGENT_B, Client, EVIDENCE, Issuer, POLICY, TOKENS, bootstrap, envelope, startTestNode, testCerts,
   type Response, type TestNode,
 } from './support/node.js';
 
@@ -436,11 +436,18 @@ t.test('GET /metrics: Prometheus text with the intents counter', async (t) => {
   t.notMatch(r.text, new RegExp(TOKENS.operator), 'no token in the metrics');
 });
 
-t.test('GET /admin/openapi.json serves the committed document byte for byte', async (t) => {
+t.test('GET /admin/openapi.json serves the committed document with this node\'s own address in servers, without a token', async (t) => {
   const r = await n.admin.request('GET', '/admin/openapi.json');
+  contract('admin', 'GET', '/admin/openapi.json', r);
   t.equal(r.status, 200);
   t.equal(r.headers['content-type'], JSON_TYPE);
-  t.equal(r.text, readFileSync(OPENAPI_FILES.admin, 'utf8'));
+  const committed = parseJson(readFileSync(OPENAPI_FILES.admin, 'utf8')) as { servers: { url: string }[] };
+  t.strictSame(r.body.servers, [{ url: n.node.adminUrl, description: 'The node that served this document.' }]);
+  t.not(n.node.adminUrl, committed.servers[0]!.url, 'the node listens on a port of its own, not the development default');
+  t.strictSame({ ...r.body, servers: committed.servers }, committed, 'everything but servers is the committed contract');
+  const client = new Client(r.body.servers[0].url, testCerts().ca);
+  t.teardown(() => client.close());
+  t.equal((await client.request('GET', '/admin/openapi.json')).text, r.text, 'the address advertised serves this very document');
 });
 
 t.test('unknown admin routes are 404 not_found behind the token', async (t) => {

@@ -11,8 +11,9 @@ import { readFileSync } from 'node:fs';
 import { PublicProtocol } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory } from 'paseto/v4/public';
 import { OPENAPI_FILES } from '@apl/node';
+import { parseJson } from '@apl/core';
 import {
-  AGENT_A, AGENT_B, AGENT_UNBOUND, EVIDENCE, Issuer, bootstrap, envelope, startTestNode,
+  AGENT_A, AGENT_B, AGENT_UNBOUND, Client, EVIDENCE, Issuer, bootstrap, envelope, startTestNode, testCerts,
   type Response, type TestNode,
 } from './support/node.js';
 
@@ -557,12 +558,19 @@ t.test('GET /api/v1/policies/active answers the policy in force', async (t) => {
   t.match(r.body.bundle_hash, /^[0-9a-f]{64}$/);
 });
 
-t.test('GET /api/openapi.json serves the committed document byte for byte', async (t) => {
+t.test('GET /api/openapi.json serves the committed document with this node\'s own address in servers', async (t) => {
   const r = await n.api('GET', '/api/openapi.json');
   t.equal(r.status, 200);
   t.equal(r.headers['content-type'], JSON_TYPE);
-  t.equal(r.text, readFileSync(OPENAPI_FILES.agent, 'utf8'));
   t.equal(r.body.openapi, '3.1.0');
+  const committed = parseJson(readFileSync(OPENAPI_FILES.agent, 'utf8')) as { servers: { url: string }[] };
+  t.strictSame(r.body.servers, [{ url: n.node.agentUrl, description: 'The node that served this document.' }]);
+  t.not(n.node.agentUrl, committed.servers[0]!.url, 'the node listens on a port of its own, not the development default');
+  t.strictSame({ ...r.body, servers: committed.servers }, committed, 'everything but servers is the committed contract');
+  // The address advertised is one a client can use: it serves this very document.
+  const client = new Client(r.body.servers[0].url, testCerts().ca);
+  t.teardown(() => client.close());
+  t.equal((await client.request('GET', '/api/openapi.json')).text, r.text);
 });
 
 t.test('/healthz and /readyz', async (t) => {

@@ -115,12 +115,20 @@ export const UsageMove = z.strictObject({ usage: UsageId, amount: SignedAmount }
 export type UsageMove = z.output<typeof UsageMove>;
 
 const BindingKey = /^[a-z][a-z0-9_]{0,63}$/;
+/**
+ * An integer binding: a safe JSON number, or a bigger integer literal that the
+ * lossless codec hands over as `bigint`; held as `bigint` either way. It is one
+ * schema, marked `integer`, so that its JSON Schema is one integer rather than a
+ * number beside an unrepresentable (match-anything) bigint.
+ */
+const BindingInteger = z
+  .union([z.number().refine(Number.isSafeInteger).transform((n) => BigInt(n)), z.bigint()])
+  .meta({ type: 'integer' });
 export const BindingValue = z.union(
   [
     z.string().max(LIMITS.bindingStringLengthMax),
     z.boolean(),
-    z.number().refine(Number.isSafeInteger).transform((n) => BigInt(n)),
-    z.bigint(),
+    BindingInteger,
   ],
   must(`a string (at most ${LIMITS.bindingStringLengthMax} characters), an integer or a boolean`),
 );

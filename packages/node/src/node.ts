@@ -17,6 +17,7 @@ import { agentApp } from './gateway.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import type { WrapDb } from './ledger-store.js';
+import { withServer } from './openapi.js';
 import { Queries } from './queries.js';
 import { NotLeaderError, Replica, UnreadableOperation, type Transport } from './replica.js';
 
@@ -94,18 +95,29 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       return { ready: replica.ready(), detail };
     },
   };
-  const agent = agentApp({
+  replica.start();
+  const tlsOptions = { cert, key, minVersion: 'TLSv1.2' as const };
+  const url = (s: Server) => `https://${c.host.includes(':') ? `[${c.host}]` : c.host}:${(s.address() as AddressInfo).port}`;
+  // Each listener is bound before its plane is built, so that the plane's OpenAPI
+  // document names the address really bound (port 0 picks one). The plane is attached
+  // in the same turn as the bind completes, before the event loop can accept a
+  // connection; the document is prepared once and sent as it is on every request.
+  const agentServer = await listen(createServer(tlsOptions), c.agent_port, c.host);
+  const agentUrl = url(agentServer);
+  agentServer.on('request', agentApp({
     node, attestor, log, metrics,
     bodyBytesMax: c.limits.body_bytes_max,
     entriesPerIntentMax: c.limits.entries_per_intent_max,
-    openapi: readFileSync(OPENAPI_FILES.agent, 'utf8'),
-  });
-  const admin = adminApp({
+    openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), agentUrl),
+  }));
+  const adminServer = await listen(createServer(tlsOptions), c.admin_port, c.host);
+  const adminUrl = url(adminServer);
+  adminServer.on('request', adminApp({
     node: {
       ...node,
       position: () => replica.store.position,
       journal: () => replica.store.journal(),
-      cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: agentUrl() }] }),
+      cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: agentUrl }] }),
       transferLeadership: (to) => {
         try {
           replica.transferLeadership(to);
@@ -117,25 +129,17 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     },
     principals, log, metrics,
     bodyBytesMax: c.limits.body_bytes_max,
-    openapi: readFileSync(OPENAPI_FILES.admin, 'utf8'),
-  });
-  let agentUrl = (): string | null => null;
-  replica.start();
-  const tlsOptions = { cert, key, minVersion: 'TLSv1.2' as const };
-  const servers = await Promise.all([
-    listen(createServer(tlsOptions, agent), c.agent_port, c.host),
-    listen(createServer(tlsOptions, admin), c.admin_port, c.host),
-  ]);
-  const url = (s: Server) => `https://${c.host.includes(':') ? `[${c.host}]` : c.host}:${(s.address() as AddressInfo).port}`;
-  agentUrl = () => url(servers[0]);
-  log.info({ event: 'node_started', agent: url(servers[0]), admin: url(servers[1]) }, 'node started');
+    openapi: withServer(readFileSync(OPENAPI_FILES.admin, 'utf8'), adminUrl),
+  }));
+  const servers = [agentServer, adminServer];
+  log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl }, 'node started');
   let closing: Promise<void> | null = null;
   return {
     config: c,
     replica,
     metrics,
-    agentUrl: url(servers[0]),
-    adminUrl: url(servers[1]),
+    agentUrl,
+    adminUrl,
     log,
     close: () => (closing ??= (async () => {
       await Promise.all(servers.map((s) => new Promise<void>((r) => {

@@ -4,7 +4,8 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { renderDocuments } from './openapi.js';
+import { parseJson, stringifyJson } from '@apl/core';
+import { renderDocuments, withServer } from './openapi.js';
 
 const committed = (name: string) => fileURLToPath(new URL(`../openapi/${name}`, import.meta.url));
 
@@ -37,5 +38,45 @@ t.test('the documents are OpenAPI 3.1 and newline-terminated', async (t) => {
   for (const text of Object.values(docs)) {
     t.equal(JSON.parse(text).openapi, '3.1.0');
     t.ok(text.endsWith('}\n'));
+  }
+});
+
+t.test('the committed documents name the development addresses, the project\'s license and the security of every route', async (t) => {
+  const { license } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { license: string };
+  const agent = JSON.parse(docs.agent);
+  const admin = JSON.parse(docs.admin);
+  t.strictSame(agent.servers.map((s: { url: string }) => s.url), ['https://127.0.0.1:8443']);
+  t.strictSame(admin.servers.map((s: { url: string }) => s.url), ['https://127.0.0.1:9443']);
+  for (const doc of [agent, admin]) t.strictSame(doc.info.license, { name: license, identifier: license }, 'the license of package.json');
+  /** Each operation's security requirement: its own, or the document's. */
+  const security = (doc: { security: unknown; paths: Record<string, Record<string, { security?: unknown }>> }) => Object.fromEntries(
+    Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op.security ?? doc.security])),
+  );
+  const attestation = [{ attestation: [] }];
+  t.strictSame(security(agent), {
+    'POST /api/v1/intents': [],
+    'GET /api/v1/transactions/{txn_id}': attestation,
+    'GET /api/v1/accounts/{id}/balance': attestation,
+    'GET /api/v1/obligations': attestation,
+    'GET /api/v1/policies/active': attestation,
+    'GET /api/v1/usages/{id}': attestation,
+    'GET /api/openapi.json': [],
+    'GET /healthz': [],
+    'GET /readyz': [],
+  }, 'the reads take the attestation as a bearer token; the intent carries it in its body; the rest is public');
+  const adminSecurity = security(admin);
+  const pub = Object.keys(adminSecurity).filter((k) => (adminSecurity[k] as unknown[]).length === 0);
+  t.strictSame(pub, ['GET /admin/openapi.json', 'GET /metrics'], 'the admin plane\'s public routes');
+  t.ok(Object.entries(adminSecurity).every(([k, s]) => pub.includes(k) || JSON.stringify(s) === '[{"admin":[]}]'), 'every other admin route takes the admin token');
+});
+
+t.test('withServer names the node\'s own address in servers and changes nothing else', async (t) => {
+  for (const text of Object.values(docs)) {
+    const served = withServer(text, 'https://10.0.0.12:18443');
+    const doc = parseJson(served) as Record<string, unknown>;
+    t.strictSame(doc.servers, [{ url: 'https://10.0.0.12:18443', description: 'The node that served this document.' }]);
+    const original = parseJson(text) as Record<string, unknown>;
+    t.not(JSON.stringify(original.servers), JSON.stringify(doc.servers));
+    t.equal(`${stringifyJson({ ...doc, servers: original.servers }, 2)}\n`, text, 'the rest of the document is the committed text, byte for byte');
   }
 });

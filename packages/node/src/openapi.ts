@@ -1,11 +1,15 @@
 /**
  * The published contract: one OpenAPI 3.1 document per plane, generated from the
  * zod schemas the planes parse and answer with. The documents are committed
- * (packages/node/openapi/*.json) and served as committed; a test fails when the
- * generated ones differ, until `npm run openapi` regenerates them on purpose.
+ * (packages/node/openapi/*.json) and a test fails when the generated ones differ,
+ * until `npm run openapi` regenerates them on purpose; `npm test` lints them with
+ * Redocly's recommended rules (redocly.yaml). A live node serves them as committed,
+ * except that `servers` names the node's own address (`withServer`).
  */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { LIMITS, stringifyJson } from '@apl/core';
+import { LIMITS, parseJson, stringifyJson } from '@apl/core';
 import { ConfigSchema } from './config.js';
 import { STATUS, type ErrorCode } from './errors.js';
 import * as w from './wire.js';
@@ -13,8 +17,37 @@ import * as w from './wire.js';
 type Schemas = Record<string, z.ZodType>;
 type Json = Record<string, unknown>;
 
-/** The limits a node has unless its configuration says otherwise. */
-const LIMIT_DEFAULTS = ConfigSchema.parse({}).limits;
+/** The configuration a node has unless told otherwise: its limits and its development addresses. */
+const DEFAULTS = ConfigSchema.parse({});
+const LIMIT_DEFAULTS = DEFAULTS.limits;
+
+/** The address of each plane of a development node with the default configuration (`npm start`). */
+export const DEFAULT_SERVER_URLS = {
+  agent: `https://${DEFAULTS.host}:${DEFAULTS.agent_port}`,
+  admin: `https://${DEFAULTS.host}:${DEFAULTS.admin_port}`,
+};
+
+/** The repository's package.json, whose license the documents publish. */
+const ROOT_PACKAGE = fileURLToPath(new URL('../../../package.json', import.meta.url));
+
+/** The project's license as an OpenAPI 3.1 License Object (an SPDX identifier). */
+function license(): Json {
+  const { license: spdx } = JSON.parse(readFileSync(ROOT_PACKAGE, 'utf8')) as { license: string };
+  return { name: spdx, identifier: spdx };
+}
+
+const servers = (url: string, description: string) => [{ url, description }];
+
+/**
+ * A committed document as a live node serves it: the same contract, with `servers`
+ * naming the address the node really listens on. Called once when the node starts;
+ * each request is then answered with the string it returns.
+ */
+export function withServer(document: string, url: string): string {
+  const doc = parseJson(document) as Json;
+  doc.servers = servers(url, 'The node that served this document.');
+  return `${stringifyJson(doc, 2)}\n`;
+}
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -38,12 +71,44 @@ function components(inputs: Schemas, outputs: Schemas): Json {
   return Object.fromEntries(Object.entries(out).sort(([a], [b]) => (a < b ? -1 : 1)));
 }
 
-function errors(codes: ErrorCode[]): Json {
+// Where each refusal comes from, read off the code that answers it. A route's
+// responses are the union of the sources its request passes through, so each route
+// declares every 4xx (and the 503) it can really answer, and each status names its
+// codes. The integration tests check every error they receive against that list.
+
+/**
+ * Every route: a request Node's HTTP parser cannot read (a bad request line, headers
+ * over the limit) is answered 400 before any route sees it (node.ts), and so is a
+ * path whose percent-encoding is broken (http.ts).
+ */
+const UNREADABLE: ErrorCode[] = ['malformed_request'];
+/** A JSON body (http.ts jsonBody): not JSON, not application/json, or over limits.body_bytes_max. */
+const BODY: ErrorCode[] = ['malformed_request', 'payload_too_large'];
+/**
+ * A write through the log (node.ts submit, replica.ts propose): this replica is not
+ * the primary; certainly not recorded (proposals over the limit, the node stopping,
+ * its log failed); recorded or not, the commit unconfirmed in time; an operation the
+ * log could not read back.
+ */
+const PROPOSAL: ErrorCode[] = ['malformed_request', 'not_primary', 'gateway_error', 'commit_unavailable'];
+/** A linearizable read (replica.ts readBarrier): the node stopping or failed, or the read unconfirmed in time. */
+const BARRIER: ErrorCode[] = ['gateway_error', 'commit_unavailable'];
+/** An agent-plane read (gateway.ts reader): its query, the bearer attestation, the agent's binding, the barrier. */
+const AGENT_READ: ErrorCode[] = ['malformed_request', 'unknown_agent', 'attestation', ...BARRIER];
+/** Every /admin/v1 route: the admin token (admin-plane.ts). */
+const ADMIN: ErrorCode[] = ['unauthorized'];
+/** An admin read: the token, then the barrier (skipped with consistency=local). */
+const ADMIN_READ: ErrorCode[] = [...ADMIN, ...BARRIER];
+/** An admin mutation (admin-plane.ts mutate): the token, the role (at the gateway, and with four eyes at the commit point), the proposal. */
+const ADMIN_WRITE: ErrorCode[] = [...ADMIN, 'forbidden', ...PROPOSAL];
+
+/** The error responses of a route, one per status, each naming and admitting only its codes. */
+function errors(...sources: ErrorCode[][]): Json {
   const byStatus = new Map<number, ErrorCode[]>();
-  for (const c of codes) byStatus.set(STATUS[c], [...(byStatus.get(STATUS[c]) ?? []), c]);
+  for (const c of new Set([...UNREADABLE, ...sources.flat()])) byStatus.set(STATUS[c], [...(byStatus.get(STATUS[c]) ?? []), c]);
   return Object.fromEntries([...byStatus].sort(([a], [b]) => a - b).map(([status, cs]) => [String(status), {
     description: cs.map((c) => `\`${c}\``).join(', '),
-    content: { 'application/json': { schema: ref('Error') } },
+    content: { 'application/json': { schema: { allOf: [ref('Error'), { properties: { error: { enum: cs } } }] } } },
   }]));
 }
 
@@ -55,7 +120,8 @@ const consistency = {
   name: 'consistency', in: 'query', required: false, schema: { type: 'string', enum: ['linearizable', 'local'] },
   description: 'linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which.',
 };
-const READ_ERRORS: ErrorCode[] = ['malformed_request', 'unknown_agent', 'attestation', 'gateway_error', 'commit_unavailable'];
+/** A route that asks for no credentials. */
+const PUBLIC = { security: [] };
 /** The page parameters of every list: `limit` and the cursor `after` (the previous page's `next`). */
 const pageParams = [
   { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 }, description: 'The most items in the page: 1 to 1000 (default 100).' },
@@ -64,68 +130,73 @@ const pageParams = [
 const nextCursor = { type: ['string', 'null'], description: 'The cursor of the next page (pass it as `after`), or null when this is the last one.' };
 
 export function agentDocument(): Json {
-  const bearer = [{ attestation: [] }];
   return {
     openapi: '3.1.0',
     info: {
       title: 'agent-plane ledger: agent plane',
       version: '1.0.0',
       description: 'Submit intents and read what the attested party may see. Integers of 128-bit range (amounts, counters) are bare JSON numbers: decode them as big integers.',
+      license: license(),
     },
+    servers: servers(DEFAULT_SERVER_URLS.agent, 'A development node with the default configuration (npm start). A running node serves this document with its own address here.'),
+    security: [{ attestation: [] }],
     paths: {
       '/api/v1/intents': {
         post: {
           operationId: 'submitIntent',
           summary: 'Submit an intent: judged at the commit point, posted or recorded as a refusal.',
-          description: `Limits of one node: a body above limits.body_bytes_max (default ${LIMIT_DEFAULTS.body_bytes_max} bytes) is refused with 413 payload_too_large; `
+          description: 'The attestation travels in the envelope\'s attestation field, as the specification has it, not in an Authorization header; '
+            + 'so this route declares no security scheme, and a missing attestation is 401 unknown_agent like a missing header on a read. '
+            + `Limits of one node: a body above limits.body_bytes_max (default ${LIMIT_DEFAULTS.body_bytes_max} bytes) is refused with 413 payload_too_large; `
             + `more entries than limits.entries_per_intent_max (default ${LIMIT_DEFAULTS.entries_per_intent_max}, at most ${LIMITS.entriesCountMax}) with 400 malformed_request; `
             + `at most ${LIMITS.evidenceCountMax} evidence digests. Both refusals record nothing.`,
+          ...PUBLIC,
           requestBody: body('IntentEnvelope'),
           responses: {
             200: {
               ...json('Outcome', 'The judgement: a posting, a recorded refusal, or the replay of an already committed transaction id. Branch on verdict and posted.'),
               headers: { 'Idempotent-Replayed': { description: 'true when the outcome is a replay.', schema: { type: 'string', enum: ['true'] } } },
             },
-            ...errors(['malformed_request', 'unknown_agent', 'attestation', 'stale_policy', 'policy_pin_mismatch', 'no_active_policy',
-              'payload_too_large', 'not_primary', 'invalid_agent_uri', 'capability_mapping',
-              'multi_currency_mandate_charge', 'substrate_rejected', 'gateway_error', 'commit_unavailable']),
+            // gateway.ts submitIntent, then the commit point (core intent.ts applyIntent) for what changed since.
+            ...errors(BODY, ['invalid_agent_uri', 'unknown_agent', 'attestation', 'capability_mapping', 'stale_policy', 'no_active_policy',
+              'policy_pin_mismatch', 'multi_currency_mandate_charge', 'substrate_rejected'], PROPOSAL),
           },
         },
       },
       '/api/v1/transactions/{txn_id}': {
         get: {
-          operationId: 'getTransaction', summary: 'A committed transaction of the attested party and its provenance.', security: bearer,
+          operationId: 'getTransaction', summary: 'A committed transaction of the attested party and its provenance.',
           parameters: [pathParam('txn_id', 'Transaction id (txn_...).'), consistency],
-          responses: { 200: json('TransactionView', 'The transaction.'), ...errors([...READ_ERRORS, 'unknown_transaction']) },
+          responses: { 200: json('TransactionView', 'The transaction.'), ...errors(AGENT_READ, ['unknown_transaction']) },
         },
       },
       '/api/v1/accounts/{id}/balance': {
         get: {
-          operationId: 'getAccountBalance', summary: 'Debit, credit and net totals per currency of an account of the attested party.', security: bearer,
+          operationId: 'getAccountBalance', summary: 'Debit, credit and net totals per currency of an account of the attested party.',
           parameters: [pathParam('id', 'Account id (acc_...).'), consistency],
-          responses: { 200: json('AccountBalance', 'The balance.'), ...errors([...READ_ERRORS, 'unknown_account']) },
+          responses: { 200: json('AccountBalance', 'The balance.'), ...errors(AGENT_READ, ['unknown_account']) },
         },
       },
       '/api/v1/obligations': {
         get: {
-          operationId: 'listObligations', summary: 'Obligations of the attested party.', security: bearer,
+          operationId: 'listObligations', summary: 'Obligations of the attested party.',
           parameters: [{
             name: 'state', in: 'query', required: false, schema: { type: 'string', enum: ['owed', 'open', 'breached', 'discharged', 'all'] },
             description: 'owed (default): open obligations and breached repair duties, all in one page by deadline; the other states page through the party\'s obligations in id order.',
           }, ...pageParams, consistency],
-          responses: { 200: json('ObligationList', 'A page of obligations.'), ...errors(READ_ERRORS) },
+          responses: { 200: json('ObligationList', 'A page of obligations.'), ...errors(AGENT_READ) },
         },
       },
       '/api/v1/policies/active': {
         get: {
-          operationId: 'getActivePolicy', summary: 'The policy in force. Re-read it after a pin failure.', security: bearer,
+          operationId: 'getActivePolicy', summary: 'The policy in force. Re-read it after a pin failure.',
           parameters: [consistency],
-          responses: { 200: json('Policy', 'The active policy.'), ...errors([...READ_ERRORS, 'unknown_policy']) },
+          responses: { 200: json('Policy', 'The active policy.'), ...errors(AGENT_READ, ['unknown_policy']) },
         },
       },
       '/api/v1/usages/{id}': {
         get: {
-          operationId: 'getUsage', summary: 'A usage balance of the attested party.', security: bearer,
+          operationId: 'getUsage', summary: 'A usage balance of the attested party.',
           parameters: [pathParam('id', 'Usage-balance id (usage_...).'), {
             name: 'format', in: 'query', required: false, schema: { type: 'string', enum: ['json', 'text'] },
             description: 'json (default), or text for the narration alone as text/plain.',
@@ -135,16 +206,30 @@ export function agentDocument(): Json {
               description: 'The usage balance report, or its narration with format=text.',
               content: { 'application/json': { schema: ref('UsageReport') }, 'text/plain': { schema: { type: 'string' } } },
             },
-            ...errors([...READ_ERRORS, 'invalid_usage_id', 'unknown_usage']),
+            ...errors(['invalid_usage_id'], AGENT_READ, ['unknown_usage']),
           },
         },
       },
-      '/api/openapi.json': { get: { operationId: 'getOpenApi', summary: 'This document.', responses: { 200: { description: 'The OpenAPI 3.1 document of the agent plane.' } } } },
-      '/healthz': { get: { operationId: 'health', summary: 'The process is up.', responses: { 200: { description: 'Up.' } } } },
-      '/readyz': { get: { operationId: 'ready', summary: 'Member of a group with a known primary, log applied.', responses: { 200: { description: 'Ready.' }, 503: { description: 'Not ready.' } } } },
+      '/api/openapi.json': {
+        get: { operationId: 'getOpenApi', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the agent plane.' }, ...errors() } },
+      },
+      '/healthz': { get: { operationId: 'health', summary: 'The process is up.', ...PUBLIC, responses: { 200: { description: 'Up.' }, ...errors() } } },
+      '/readyz': {
+        get: {
+          operationId: 'ready', summary: 'Member of a group with a known primary, log applied.', ...PUBLIC,
+          responses: { 200: { description: 'Ready.' }, ...errors(), 503: { description: 'Not ready.' } },
+        },
+      },
     },
     components: {
-      securitySchemes: { attestation: { type: 'http', scheme: 'bearer', bearerFormat: 'PASETO v4.public', description: 'The agent\'s capability attestation; its sub is the agent.' } },
+      securitySchemes: {
+        attestation: {
+          type: 'http', scheme: 'bearer', bearerFormat: 'PASETO v4.public',
+          description: 'The agent\'s capability attestation, on every read as Authorization: Bearer <attestation>; the agent is its sub. '
+            + 'No attestation, or an agent bound to no party: 401 unknown_agent; a rejected attestation: 403 attestation. '
+            + 'POST /api/v1/intents carries the attestation in the envelope\'s attestation field instead.',
+        },
+      },
       schemas: components(
         { IntentEnvelope: w.intentEnvelope(LIMITS.entriesCountMax) },
         {
@@ -160,24 +245,28 @@ export function agentDocument(): Json {
 export function adminDocument(): Json {
   const tag = (t: string) => ({ tags: [t] });
   const create = (id: string, summary: string, req: string, res: string, codes: ErrorCode[]) => ({
-    post: { operationId: id, summary, ...tag(id), requestBody: body(req), responses: { 201: json(res, 'Created.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'already_exists', ...codes, 'payload_too_large', 'commit_unavailable', 'gateway_error', 'not_primary']) } },
+    post: { operationId: id, summary, ...tag(id), requestBody: body(req), responses: { 201: json(res, 'Created.'), ...errors(BODY, ADMIN_WRITE, ['already_exists'], codes) } },
   });
   const lifecycle = (step: string) => ({
     post: {
       operationId: `${step}Policy`, summary: `${step} a policy (four eyes: the reviewer is not the author; the approver is neither).`,
       parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('LifecycleRequest'),
-      responses: { 200: json('Policy', 'The policy after the step.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'unknown_policy', 'invalid_transition', 'payload_too_large', 'commit_unavailable', 'gateway_error', 'not_primary']) },
+      responses: { 200: json('Policy', 'The policy after the step.'), ...errors(BODY, ADMIN_WRITE, ['unknown_policy', 'invalid_transition']) },
     },
   });
   const list = (id: string, summary: string, item: string, key: string) => ({
     get: {
       operationId: id, summary, parameters: pageParams,
-      responses: { 200: { description: `${summary} A page, in id order.`, content: { 'application/json': { schema: { type: 'object', properties: { [key]: { type: 'array', items: ref(item) }, next: nextCursor }, required: [key, 'next'] } } } }, ...errors(['malformed_request', 'unauthorized']) },
+      responses: { 200: { description: `${summary} A page, in id order.`, content: { 'application/json': { schema: { type: 'object', properties: { [key]: { type: 'array', items: ref(item) }, next: nextCursor }, required: [key, 'next'] } } } }, ...errors(ADMIN_READ) },
     },
   });
   return {
     openapi: '3.1.0',
-    info: { title: 'agent-plane ledger: administrative plane', version: '1.0.0', description: 'Token-gated administration. Every mutation goes through the replicated log with the principal\'s name.' },
+    info: {
+      title: 'agent-plane ledger: administrative plane', version: '1.0.0', license: license(),
+      description: 'Token-gated administration. Every mutation goes through the replicated log with the principal\'s name.',
+    },
+    servers: servers(DEFAULT_SERVER_URLS.admin, 'A development node with the default configuration (npm start). A running node serves this document with its own address here.'),
     security: [{ admin: [] }],
     paths: {
       '/admin/v1/trust-roots': {
@@ -185,29 +274,29 @@ export function adminDocument(): Json {
         ...list('listTrustRoots', 'The trust roots.', 'TrustRoot', 'trust_roots'),
       },
       '/admin/v1/trust-roots/{issuer}': {
-        delete: { operationId: 'removeTrustRoot', summary: 'Remove a trust root; its attestations are refused from then on.', parameters: [pathParam('issuer', 'Issuer name.')], responses: { 200: json('TrustRoot', 'Removed.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'unknown_trust_root', 'commit_unavailable', 'gateway_error', 'not_primary']) } },
+        delete: { operationId: 'removeTrustRoot', summary: 'Remove a trust root; its attestations are refused from then on.', parameters: [pathParam('issuer', 'Issuer name.')], responses: { 200: json('TrustRoot', 'Removed.'), ...errors(ADMIN_WRITE, ['unknown_trust_root']) } },
       },
       '/admin/v1/parties': { ...create('addParty', 'Create a party.', 'PartyRequest', 'Party', []), ...list('listParties', 'The parties.', 'Party', 'parties') },
       '/admin/v1/agents': { ...create('bindAgent', 'Bind an agent URI to a party.', 'BindingRequest', 'Binding', ['unknown_party']), ...list('listAgents', 'The agent bindings.', 'Binding', 'agents') },
       '/admin/v1/agents/{agent_uri}': {
-        delete: { operationId: 'unbindAgent', summary: 'Unbind an agent (URL-encode the URI).', parameters: [pathParam('agent_uri', 'Agent URI, URL-encoded.')], responses: { 200: json('Binding', 'Unbound.'), ...errors(['malformed_request', 'unauthorized', 'forbidden', 'unknown_binding', 'commit_unavailable', 'gateway_error', 'not_primary']) } },
+        delete: { operationId: 'unbindAgent', summary: 'Unbind an agent (URL-encode the URI).', parameters: [pathParam('agent_uri', 'Agent URI, URL-encoded.')], responses: { 200: json('Binding', 'Unbound.'), ...errors(ADMIN_WRITE, ['unknown_binding']) } },
       },
       '/admin/v1/accounts': create('openAccount', 'Open an account, owned by a party or a house account.', 'AccountRequest', 'AccountBalance', ['unknown_party']),
-      '/admin/v1/accounts/{id}': { get: { operationId: 'getAccount', summary: 'An account (not party-scoped).', parameters: [pathParam('id', 'Account id.')], responses: { 200: json('AccountBalance', 'The account.'), ...errors(['malformed_request', 'unauthorized', 'unknown_account']) } } },
+      '/admin/v1/accounts/{id}': { get: { operationId: 'getAccount', summary: 'An account (not party-scoped).', parameters: [pathParam('id', 'Account id.')], responses: { 200: json('AccountBalance', 'The account.'), ...errors(ADMIN_READ, ['unknown_account']) } } },
       '/admin/v1/usages': create('openUsage', 'Open a usage balance in one currency, with an owner or none.', 'UsageRequest', 'AdminUsageReport', ['unknown_party']),
-      '/admin/v1/usages/{id}': { get: { operationId: 'getUsageAdmin', summary: 'A usage balance (not party-scoped).', parameters: [pathParam('id', 'Usage-balance id.')], responses: { 200: json('AdminUsageReport', 'The balance.'), ...errors(['malformed_request', 'unauthorized', 'unknown_usage']) } } },
+      '/admin/v1/usages/{id}': { get: { operationId: 'getUsageAdmin', summary: 'A usage balance (not party-scoped).', parameters: [pathParam('id', 'Usage-balance id.')], responses: { 200: json('AdminUsageReport', 'The balance.'), ...errors(ADMIN_READ, ['unknown_usage']) } } },
       '/admin/v1/policies': {
         ...create('draftPolicy', 'Draft a policy (author). The bundle is checked now.', 'PolicyRequest', 'Policy', ['invalid_policy']),
-        get: { operationId: 'listPolicies', summary: 'The policies, a page at a time in id order, and the active one.', parameters: pageParams, responses: { 200: { description: 'A page of policies.', content: { 'application/json': { schema: { type: 'object', properties: { active: { type: ['string', 'null'] }, policies: { type: 'array', items: ref('Policy') }, next: nextCursor }, required: ['active', 'policies', 'next'] } } } }, ...errors(['malformed_request', 'unauthorized']) } },
+        get: { operationId: 'listPolicies', summary: 'The policies, a page at a time in id order, and the active one.', parameters: pageParams, responses: { 200: { description: 'A page of policies.', content: { 'application/json': { schema: { type: 'object', properties: { active: { type: ['string', 'null'] }, policies: { type: 'array', items: ref('Policy') }, next: nextCursor }, required: ['active', 'policies', 'next'] } } } }, ...errors(ADMIN_READ) } },
       },
-      '/admin/v1/policies/{id}': { get: { operationId: 'getPolicy', summary: 'A policy and its history.', parameters: [pathParam('id', 'Policy id.')], responses: { 200: json('Policy', 'The policy.'), ...errors(['malformed_request', 'unauthorized', 'unknown_policy']) } } },
+      '/admin/v1/policies/{id}': { get: { operationId: 'getPolicy', summary: 'A policy and its history.', parameters: [pathParam('id', 'Policy id.')], responses: { 200: json('Policy', 'The policy.'), ...errors(ADMIN_READ, ['unknown_policy']) } } },
       '/admin/v1/policies/{id}/review': lifecycle('review'),
       '/admin/v1/policies/{id}/approve': lifecycle('approve'),
       '/admin/v1/policies/{id}/activate': lifecycle('activate'),
       '/admin/v1/policies/{id}/dry-run': {
-        post: { operationId: 'dryRunPolicy', summary: 'Judge recorded intents under this policy\'s rules, read-only: the most recent `limit` (at most 1000), then older pages with `before`.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(['malformed_request', 'unauthorized', 'unknown_policy', 'invalid_policy', 'payload_too_large']) } },
+        post: { operationId: 'dryRunPolicy', summary: 'Judge recorded intents under this policy\'s rules, read-only: the most recent `limit` (at most 1000), then older pages with `before`.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(BODY, ADMIN_READ, ['unknown_policy', 'invalid_policy']) } },
       },
-      '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Members, roles, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(['unauthorized']) } } },
+      '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Members, roles, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(ADMIN) } } },
       '/admin/v1/cluster/transfer-leadership': {
         post: {
           operationId: 'transferLeadership',
@@ -217,21 +306,31 @@ export function adminDocument(): Json {
           responses: {
             200: json('Transfer', 'The member named already leads; nothing moves.'),
             202: json('Transfer', 'The transfer started; follow it on GET /admin/v1/cluster.'),
-            ...errors(['malformed_request', 'unauthorized', 'forbidden', 'invalid_transition', 'payload_too_large', 'not_primary']),
+            // Not a proposal: Raft is asked directly (replica.ts transferLeadership).
+            ...errors(BODY, ADMIN, ['forbidden', 'invalid_transition', 'not_primary']),
           },
         },
       },
-      '/admin/v1/log/digest': { get: { operationId: 'getDigest', summary: 'The hash-chain head (ledger digest), the applied index and the state hash.', responses: { 200: json('Digest', 'The digest.'), ...errors(['unauthorized']) } } },
+      '/admin/v1/log/digest': { get: { operationId: 'getDigest', summary: 'The hash-chain head (ledger digest), the applied index and the state hash.', responses: { 200: json('Digest', 'The digest.'), ...errors(ADMIN_READ) } } },
       '/admin/v1/log/export': {
         get: {
           operationId: 'exportLog', summary: 'Every applied operation as NDJSON {index, op, result, entry_hash}, for audit and replay.',
-          responses: { 200: { description: 'One canonical JSON record per line.', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, ...errors(['unauthorized']) },
+          responses: { 200: { description: 'One canonical JSON record per line.', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, ...errors(ADMIN_READ) },
         },
       },
-      '/metrics': { get: { operationId: 'metrics', summary: 'Prometheus metrics.', security: [], responses: { 200: { description: 'Metrics in the Prometheus text format.' } } } },
+      '/admin/openapi.json': {
+        get: { operationId: 'getOpenApiAdmin', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the administrative plane.' }, ...errors() } },
+      },
+      '/metrics': { get: { operationId: 'metrics', summary: 'Prometheus metrics.', ...PUBLIC, responses: { 200: { description: 'Metrics in the Prometheus text format.' }, ...errors() } } },
     },
     components: {
-      securitySchemes: { admin: { type: 'http', scheme: 'bearer', description: 'An admin principal\'s token.' } },
+      securitySchemes: {
+        admin: {
+          type: 'http', scheme: 'bearer',
+          description: 'An admin principal\'s token as Authorization: Bearer <token>; the node keeps only its SHA-256 and the principal\'s roles '
+            + '(author, reviewer, approver, operator). No token, or one of no principal: 401 unauthorized; a principal without the role a route needs: 403 forbidden.',
+        },
+      },
       schemas: components(
         {
           TrustRootRequest: w.TrustRootRequest, PartyRequest: w.PartyRequest, BindingRequest: w.BindingRequest, AccountRequest: w.AccountRequest,
