@@ -8,6 +8,7 @@
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { Agent, request as httpsRequest } from 'node:https';
 import { PublicProtocol } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory } from 'paseto/v4/public';
 import { OPENAPI_FILES } from '@apl/node';
@@ -657,4 +658,30 @@ t.test('RepairOutstandingRejected after ticks breach an obligation, until the re
   t.match(refund.body, { verdict: 'Permitted', provenance: { obligations_discharged: [repair] } });
   const after = await fast.api('POST', INTENTS, { body: envelope(token, { transaction: txn('after'), minor: 1000 }) });
   t.equal(after.body.verdict, 'Permitted', 'once repaired, purchases are permitted again');
+});
+
+t.test('a request line too long to parse is answered 400 with a body, and without one to HEAD, on a kept-alive connection too', async (t) => {
+  const u = new URL(n.node.agentUrl);
+  const agent = new Agent({ ca: readFileSync(testCerts().ca), keepAlive: true, maxSockets: 1 });
+  const send = (method: string, path: string) => new Promise<{ status: number; body: string; error?: string }>((resolve) => {
+    const r = httpsRequest({ host: u.hostname, port: u.port, method, path, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString() }));
+    });
+    r.on('error', (e) => resolve({ status: 0, body: '', error: e.message }));
+    r.end();
+  });
+  try {
+    for (const [method, before] of [['HEAD', 'GET'], ['HEAD', 'HEAD'], ['GET', 'HEAD']] as const) {
+      t.equal((await send(before, '/healthz')).status, 200, `a ${before} first, on the same connection`);
+      const long = await send(method, `/api/v1/${'a'.repeat(20_000)}`);
+      t.equal(long.error, undefined, `${method} after ${before}: the client reads the answer`);
+      t.equal(long.status, 400);
+      if (method === 'HEAD') t.equal(long.body, '', 'no body to HEAD');
+      else t.same(JSON.parse(long.body), { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
+    }
+  } finally {
+    agent.destroy();
+  }
 });

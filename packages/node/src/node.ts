@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Applied, Operation } from '@apl/core';
@@ -157,14 +157,25 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
  * reaches Express; it is answered here with the same `{error, message}` body.
  */
 function answerParseErrors(server: Server): void {
+  // A response to HEAD has no body, so the answer needs the refused request's method.
+  // The chunk that failed may be the middle of a long request line, so each socket
+  // remembers how the request it is reading began: the first bytes after the previous
+  // response finished (clients do not pipeline; one that does gets a body it ignores).
+  const starts = new WeakMap<Socket, string | null>();
+  server.on('secureConnection', (socket: Socket) => {
+    starts.set(socket, null);
+    socket.on('data', (chunk: Buffer) => {
+      if (starts.get(socket) === null) starts.set(socket, chunk.subarray(0, 5).toString('latin1'));
+    });
+  });
+  server.on('request', (req, res) => res.once('finish', () => starts.set(req.socket, null)));
   server.on('clientError', (err: Error & { rawPacket?: Buffer }, socket) => {
     if (!socket.writable) {
       socket.destroy();
       return;
     }
     const body = JSON.stringify({ error: 'malformed_request', message: 'The request could not be read as HTTP.' });
-    // A response to HEAD has no body; the raw bytes say whether this was one.
-    const head = err.rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
+    const head = (starts.get(socket as Socket) ?? err.rawPacket?.subarray(0, 5).toString('latin1')) === 'HEAD ';
     socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
   });
 }
