@@ -99,6 +99,8 @@ function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
     case 'stale_policy':
     case 'policy_pin_mismatch':
       return `The policy in force changed during each of ${err.attempts} attempt(s); nothing was recorded. Submit again.`;
+    case 'substrate_rejected':
+      return 'Nothing was recorded: the whole intent, legs included, is refused. Correct it and submit again.';
     case 'already_exists':
       return 'It exists already: the list commands show what is there (apl admin <what> list).';
     case 'commit_unavailable':
