@@ -11,7 +11,7 @@ const THRESHOLDS = {
   'packages/client/src/': { lines: 97, branches: 89 },
   // The command line's lines run in child processes (test/cli.test.ts, the demo and
   // the README's walkthrough); terminal-only branches (the redrawn progress) do not.
-  'packages/cli/src/': { lines: 94, branches: 78 },
+  'packages/cli/src/': { lines: 95, branches: 80 },
 };
 
 const summary = JSON.parse(readFileSync(new URL('../.tap/report/coverage-summary.json', import.meta.url), 'utf8'));
