@@ -8,6 +8,10 @@ const THRESHOLDS = {
   'packages/core/src/': { lines: 97, branches: 93 },
   'packages/raft/src/': { lines: 96, branches: 92 },
   'packages/node/src/': { lines: 92, branches: 88 },
+  'packages/client/src/': { lines: 97, branches: 89 },
+  // The command line's lines run in child processes (test/cli.test.ts, the demo and
+  // the README's walkthrough); terminal-only branches (the redrawn progress) do not.
+  'packages/cli/src/': { lines: 95, branches: 80 },
 };
 
 const summary = JSON.parse(readFileSync(new URL('../.tap/report/coverage-summary.json', import.meta.url), 'utf8'));

@@ -1,12 +1,13 @@
 // Proves the architecture holds: the imports are the architecture (DESIGN §2). The
-// core and Raft import no other package of this project, and a wrong-direction
-// import fails to compile; the core and Raft's state machine use no clock, no
+// core, Raft and the SDK import no other package of this project, the command line
+// only the SDK and the core, and a wrong-direction import fails to compile; the core and Raft's state machine use no clock, no
 // randomness and no I/O outside the modules allowed to (the LevelDB store, the
 // simulator's command line, the scenario reader of the tests).
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import ts from 'typescript';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -47,6 +48,16 @@ const RULES: Record<string, { may: (pkg: string) => boolean; exceptions: Record<
     may: (p) => !p.startsWith('@apl/') || p === '@apl/core' || p === '@apl/raft',
     exceptions: {},
   },
+  'packages/client/src': {
+    // The SDK installs alone: Node.js itself, no library, nothing of ours.
+    may: (p) => p.startsWith('node:'),
+    exceptions: {},
+  },
+  'packages/cli/src': {
+    // The command line speaks through the SDK; the pure core verifies exports.
+    may: (p) => p.startsWith('node:') || ['commander', 'paseto', '@apl/client', '@apl/core'].includes(p),
+    exceptions: {},
+  },
 };
 
 t.test('each package imports only what its place in the architecture allows', async (t) => {
@@ -79,7 +90,8 @@ t.test('the core and Raft read no clock and draw no random number', async (t) =>
 });
 
 t.test('a wrong-direction import fails to compile', async (t) => {
-  for (const [pkg, forbidden] of [['core', '@apl/raft'], ['core', '@apl/node'], ['raft', '@apl/core']] as const) {
+  // One real compile per package boundary; the resolution test below covers every pair.
+  for (const [pkg, forbidden] of [['core', '@apl/raft'], ['core', '@apl/node'], ['raft', '@apl/core'], ['client', '@apl/core'], ['cli', '@apl/node']] as const) {
     const dir = mkdtempSync(join(ROOT, `packages/${pkg}/.boundary-`));
     try {
       mkdirSync(join(dir, 'src'));
@@ -98,6 +110,23 @@ t.test('a wrong-direction import fails to compile', async (t) => {
       t.match(output, /tsconfig\.boundary\.ts/, `packages/${pkg} importing ${forbidden} does not compile`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  }
+});
+
+t.test('every forbidden package name resolves to the boundary file', async (t) => {
+  const forbidden: Record<string, string[]> = {
+    core: ['@apl/raft', '@apl/node', '@apl/client', '@apl/cli'],
+    raft: ['@apl/core', '@apl/node', '@apl/client', '@apl/cli'],
+    client: ['@apl/core', '@apl/raft', '@apl/node', '@apl/cli'],
+    cli: ['@apl/node', '@apl/raft'],
+  };
+  for (const [pkg, names] of Object.entries(forbidden)) {
+    const config = ts.getParsedCommandLineOfConfigFile(join(ROOT, 'packages', pkg, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} })!;
+    const from = join(ROOT, 'packages', pkg, 'src/index.ts');
+    for (const name of names) {
+      const r = ts.resolveModuleName(name, from, config.options, ts.sys);
+      t.equal(relative(ROOT, r.resolvedModule?.resolvedFileName ?? '(unresolved)'), 'tsconfig.boundary.ts', `packages/${pkg} importing ${name}`);
     }
   }
 });

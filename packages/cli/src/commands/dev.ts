@@ -1,0 +1,91 @@
+/**
+ * `apl dev init`: bootstraps a running development node in one step, and `apl
+ * cluster`: the group as a member sees it.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { Command } from 'commander';
+import { parseJson } from '@apl/client';
+import { act } from '../context.js';
+import { DEFAULT_PLAN, bootstrap, ensureIssuerKey, issuerFiles, type DevPlan } from '../dev.js';
+import { UsageError } from '../exit.js';
+import { fields, table } from '../output.js';
+import { withAdmin } from './admin.js';
+
+interface InitOptions {
+  issuer: string;
+  party: string;
+  agent: string;
+  policy?: string;
+  author: string;
+  reviewer: string;
+  approver: string;
+}
+
+/** The plan of `apl dev init`: the worked example's names, with the flags given. */
+function planOf(o: InitOptions): DevPlan {
+  const plan: DevPlan = { ...DEFAULT_PLAN, issuer: o.issuer, party: o.party, agent: o.agent };
+  if (o.party !== DEFAULT_PLAN.party) {
+    plan.accounts = DEFAULT_PLAN.accounts.map((a) => (a.party ? { ...a, party: o.party } : a));
+    plan.usages = DEFAULT_PLAN.usages.map((u) => ({ ...u, owner: o.party }));
+  }
+  if (o.policy !== undefined) {
+    if (!existsSync(o.policy)) throw new UsageError(`There is no policy file ${o.policy}.`);
+    const doc = parseJson(readFileSync(o.policy, 'utf8')) as { id?: unknown; bundle?: unknown };
+    if (typeof doc.id !== 'string' || doc.bundle === undefined) throw new UsageError(`The policy file ${o.policy} must hold {"id": ..., "bundle": {...}}.`);
+    plan.policy = { id: doc.id, bundle: doc.bundle };
+  }
+  return plan;
+}
+
+export function devCommand(): Command {
+  const dev = new Command('dev').description('development setup');
+  dev.command('init')
+    .description('bootstrap a running node in one step: issuer key, trust root, party, agent binding, accounts, a usage balance, and a policy through four eyes')
+    .option('--issuer <name>', 'issuer of attestations', DEFAULT_PLAN.issuer)
+    .option('--party <id>', 'the party', DEFAULT_PLAN.party)
+    .option('--agent <uri>', 'the agent bound to it', DEFAULT_PLAN.agent)
+    .option('--policy <file>', '{id, bundle} to activate (default: docs/examples/policy.json\'s pol_2026_11)')
+    .option('--author <principal>', 'drafts the policy, and adds the rest (needs author and operator)', 'dev-author')
+    .option('--reviewer <principal>', 'reviews it', 'dev-reviewer')
+    .option('--approver <principal>', 'approves and activates it', 'dev-approver')
+    .action(act<InitOptions>(async ({ s, out }, _args, o) => {
+      const plan = planOf(o);
+      const files = issuerFiles(s.issuerDir);
+      const key = ensureIssuerKey(files);
+      writeFileSync(files.profile, `${JSON.stringify({ issuer: plan.issuer, agent: plan.agent }, null, 2)}\n`);
+      const clients = { operator: s.admin(o.author), author: s.admin(o.author), reviewer: s.admin(o.reviewer), approver: s.admin(o.approver) };
+      try {
+        const made = await bootstrap(clients, { operator: o.author, author: o.author, reviewer: o.reviewer, approver: o.approver }, plan, key.publicKey);
+        const all = [{ what: 'issuer key', id: files.key, status: key.made ? 'made' : 'exists', by: 'apl' }, ...made];
+        out.result({ made: all, issuer: plan.issuer, agent: plan.agent, policy: plan.policy.id, issuer_key: files.key }, () => [
+          `node at ${s.urls('admin').join(', ')} is bootstrapped:`,
+          table(all, [['what', 'what'], ['id', 'id'], ['status', 'status'], ['by', 'by']]),
+          '',
+          'Next, as the agent:',
+          '  export APL_ATTESTATION=$(npx apl agent attest)',
+          '  npx apl agent submit --file docs/examples/intent.json',
+        ].join('\n'));
+      } finally {
+        for (const c of Object.values(clients)) c.close();
+      }
+    }));
+  return dev;
+}
+
+export function clusterCommand(): Command {
+  const cluster = new Command('cluster').description('the replicated group');
+  cluster.command('status').description('members, roles, term, commit and applied index, as the member asked sees them')
+    .action(act(async (ctx) => {
+      const c = await withAdmin(ctx, (a) => a.getCluster());
+      ctx.out.result(c, () => [
+        fields([['node', `${c.node} (${c.role})`], ['leader', c.leader ?? 'none known'], ['term', c.term], ['commit index', c.commit_index], ['applied index', c.applied_index]]),
+        table(c.members, [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['match_index', 'match index']]),
+      ].join('\n'));
+    }));
+  cluster.command('transfer').argument('<member>').description('ask the primary to hand leadership over to a member (operator)')
+    .action(act(async (ctx, [to]) => {
+      const t = await withAdmin(ctx, (a) => a.transferLeadership({ to: to! }));
+      ctx.out.result(t, () => (t.transferring_to === null ? `${t.leader} leads already: nothing moves` : `leadership is moving from ${t.leader} to ${t.transferring_to}: follow it with apl cluster status`));
+    }));
+  return cluster;
+}

@@ -1,0 +1,46 @@
+// Proves what apl makes of each failure: the exit code scripts test, and advice
+// that names the next step, for the node's error codes and for apl's own failures.
+import t from 'tap';
+import { ERROR_CLASSES, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorCode } from '@apl/client';
+import { EXIT, MismatchError, UsageError, failure } from './exit.js';
+
+const ctx = { caFile: '/ca.pem', tokensFile: '/tokens.json' };
+const api = (code: ErrorCode, status: number, extra: Record<string, unknown> = {}) => new ERROR_CLASSES[code](status, { error: code, message: `m ${code}`, ...extra } as never);
+
+t.test('the node\'s refusals exit 4 with advice; 503 and 421 exit 5', async (t) => {
+  const cases: [ErrorCode, number, RegExp | null][] = [
+    ['unauthorized', 401, /\/tokens\.json/], ['forbidden', 403, /--as <name>/], ['unknown_agent', 401, /apl admin agent bind/],
+    ['attestation', 403, /apl agent attest/], ['capability_mapping', 422, /--cap/], ['no_active_policy', 409, /apl dev init/],
+    ['unknown_policy', 404, /apl admin policy list/], ['already_exists', 409, /list/], ['invalid_transition', 409, /apl admin policy show/],
+    ['unknown_account', 404, /attested party/], ['substrate_rejected', 422, /Nothing was recorded/], ['payload_too_large', 413, null],
+  ];
+  for (const [code, status, hint] of cases) {
+    const f = failure(api(code, status), ctx);
+    t.equal(f.exit, EXIT.rejected, code);
+    if (hint) t.match(f.hint, hint, code);
+    else t.equal(f.hint, null, code);
+  }
+  const stale = api('stale_policy', 409, { pinned: 'a', active: 'b' });
+  stale.attempts = 3;
+  t.match(failure(stale, ctx).hint, /each of 3 attempt/);
+  t.match(failure(api('malformed_request', 400, { issues: [{ path: 'entries.0', message: 'is wrong' }, { path: '', message: 'is required' }] }), ctx).hint, 'entries.0: is wrong\n(body): is required');
+  t.equal(failure(api('malformed_request', 400), ctx).hint, null);
+  t.same([failure(api('commit_unavailable', 503), ctx).exit, failure(api('not_primary', 421), ctx).exit], [EXIT.unavailable, EXIT.unavailable]);
+  t.match(failure(api('not_primary', 421), ctx).hint, /every replica/);
+  t.match(failure(api('commit_unavailable', 503), ctx).hint, /same --transaction/);
+});
+
+t.test('no answer exits 5, a local problem 2, a failed verification 6, a bug 1', async (t) => {
+  t.match(failure(new TransportError('https://x', 'ECONNREFUSED', 'refused'), ctx), { exit: EXIT.unavailable, hint: /npm start/ });
+  t.match(failure(new TransportError('https://x', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'tls'), ctx), { exit: EXIT.unavailable, hint: /not trusted with \/ca\.pem/ });
+  t.match(failure(new TransportError('https://x', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'tls'), { ...ctx, caFile: null }).hint, /the system's CAs/);
+  t.match(failure(new TransportError('https://x', 'ETIMEDOUT', 'slow'), ctx).hint, /readyz/);
+  t.match(failure(new TransportError('https://x', 'EHOSTUNREACH', 'no route'), ctx).hint, /Check the address/);
+  t.match(failure(new UnexpectedResponseError(200, 'x', 'not json'), ctx), { exit: EXIT.unavailable, code: 'unexpected_response' });
+  t.match(failure(new NoAttestationError('Reading'), ctx), { exit: EXIT.usage, code: 'no_attestation', hint: /APL_ATTESTATION/ });
+  t.match(failure(new UsageError('bad', 'do this'), ctx), { exit: EXIT.usage, hint: 'do this' });
+  t.match(failure(new UsageError('bad'), ctx), { exit: EXIT.usage, hint: null });
+  t.match(failure(new MismatchError('differs'), ctx), { exit: EXIT.mismatch, message: 'differs' });
+  t.match(failure(new TypeError('oops'), ctx), { exit: EXIT.failure, code: 'internal', hint: /a bug/ });
+  t.match(failure('thrown text', ctx), { exit: EXIT.failure, message: 'thrown text' });
+});

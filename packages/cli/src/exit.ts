@@ -1,0 +1,122 @@
+/**
+ * Exit codes scripts can test, and the advice printed with each failure: what went
+ * wrong, then what to do next.
+ *
+ * | code | meaning |
+ * |---|---|
+ * | 0 | done (an intent: judged `Permitted` and posted) |
+ * | 1 | an unexpected failure (a bug: please report it with the output) |
+ * | 2 | the command line or the local setup is wrong (a flag, a file, no attestation, no token) |
+ * | 3 | an intent was judged and refused by the policy: recorded, `posted` false |
+ * | 4 | the node refused the request (an error answer 4xx: validation, authority, not found, conflict) |
+ * | 5 | no usable answer: no node at the address, TLS, time-out, or 5xx / 503 after the retries |
+ * | 6 | verification failed: the exported log does not check out, or it disagrees with the node's digest |
+ */
+import { ApiError, NoAttestationError, TransportError, UnexpectedResponseError } from '@apl/client';
+
+export const EXIT = {
+  ok: 0,
+  failure: 1,
+  usage: 2,
+  refused: 3,
+  rejected: 4,
+  unavailable: 5,
+  mismatch: 6,
+} as const;
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** A wrong flag, a missing file, a setup step not taken: exit 2, with what to do. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+  constructor(message: string, readonly hint?: string) {
+    super(message);
+  }
+}
+
+/** An exported log that does not verify, or disagrees with the node: exit 6. */
+export class MismatchError extends Error {
+  override readonly name = 'MismatchError';
+}
+
+const TLS_CODES = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/;
+
+export interface Failure {
+  exit: ExitCode;
+  /** code: the node's error code, or apl's own name for the failure. */
+  code: string;
+  message: string;
+  hint: string | null;
+  status?: number;
+  body?: unknown;
+}
+
+/** What a failure means for the caller: its exit code, its message and the advice. */
+export function failure(err: unknown, ctx: { caFile: string | null; tokensFile: string }): Failure {
+  if (err instanceof ApiError) {
+    const exit = err.status >= 500 || err.code === 'not_primary' ? EXIT.unavailable : EXIT.rejected;
+    return { exit, code: err.code, message: err.message, hint: apiHint(err, ctx), status: err.status, body: err.body };
+  }
+  if (err instanceof TransportError) return { exit: EXIT.unavailable, code: err.code, message: err.message, hint: transportHint(err, ctx) };
+  if (err instanceof UnexpectedResponseError) {
+    return { exit: EXIT.unavailable, code: 'unexpected_response', message: err.message, hint: 'Is the address a node of the agent-plane ledger, and the right plane (agent or admin)?' };
+  }
+  if (err instanceof NoAttestationError) {
+    return { exit: EXIT.usage, code: 'no_attestation', message: err.message, hint: 'Give the agent\'s attestation with --attestation or APL_ATTESTATION; `apl agent attest` mints a development one.' };
+  }
+  if (err instanceof UsageError) return { exit: EXIT.usage, code: 'usage', message: err.message, hint: err.hint ?? null };
+  if (err instanceof MismatchError) return { exit: EXIT.mismatch, code: 'mismatch', message: err.message, hint: null };
+  const e = err as Error;
+  return { exit: EXIT.failure, code: 'internal', message: e?.stack ?? String(err), hint: 'This is a bug in apl; please report it with this output.' };
+}
+
+function transportHint(err: TransportError, ctx: { caFile: string | null }): string {
+  if (err.code === 'ECONNREFUSED') {
+    return 'Start a node (npm start), or point apl at a running one with --agent-url / --admin-url (APL_AGENT_URL, APL_ADMIN_URL).';
+  }
+  if (TLS_CODES.test(err.code)) {
+    return `The node's certificate is not trusted with ${ctx.caFile ?? 'the system\'s CAs'}: give its CA with --ca (APL_CA); a development node's is <data-dir>/certs/ca.pem.`;
+  }
+  if (err.code === 'ETIMEDOUT') return 'The node did not answer in time: check that it is up and ready (GET /readyz on the agent plane).';
+  return 'Check the address and that the node is up.';
+}
+
+function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
+  const issues = (err.body as { issues?: { path: string; message: string }[] }).issues;
+  switch (err.code) {
+    case 'unauthorized':
+      return `The admin token was refused: check --as and the tokens file (${ctx.tokensFile}), or --token.`;
+    case 'forbidden':
+      return 'Act as a principal with that role: --as <name> (a development node has dev-author, dev-reviewer and dev-approver).';
+    case 'unknown_agent':
+      return 'Bind the agent to a party (apl admin agent bind <agent-uri> <party>) and present its attestation (--attestation or APL_ATTESTATION; apl agent attest mints one).';
+    case 'attestation':
+      return 'Mint a fresh attestation (apl agent attest), from an issuer that is a trust root (apl admin trust-root list).';
+    case 'capability_mapping':
+      return 'Mint an attestation that grants the action: apl agent attest --cap <capability,...>.';
+    case 'no_active_policy':
+    case 'unknown_policy':
+      return 'If no policy is in force: apl dev init makes one, or activate one with apl admin policy activate <id>. Otherwise check the id (apl admin policy list).';
+    case 'stale_policy':
+    case 'policy_pin_mismatch':
+      return `The policy in force changed during each of ${err.attempts} attempt(s); nothing was recorded. Submit again.`;
+    case 'substrate_rejected':
+      return 'Nothing was recorded: the whole intent, legs included, is refused. Correct it and submit again.';
+    case 'already_exists':
+      return 'It exists already: the list commands show what is there (apl admin <what> list).';
+    case 'commit_unavailable':
+      return 'The commit could not be confirmed and the intent may have landed: submit again with the same --transaction, or read it with apl agent tx <id>.';
+    case 'not_primary':
+      return 'No configured replica could take the write: give every replica\'s address, comma-separated (--agent-url / --admin-url).';
+    case 'invalid_transition':
+      return 'Policies go draft, reviewed, approved, active, each step by a different principal: apl admin policy show <id> tells where it is.';
+    case 'malformed_request':
+    case 'invalid_policy':
+      return issues && issues.length > 0 ? issues.map((i) => `${i.path || '(body)'}: ${i.message}`).join('\n') : null;
+    case 'unknown_transaction':
+    case 'unknown_account':
+    case 'unknown_usage':
+      return 'Check the id: agent reads show only what the attested party may see.';
+    default:
+      return null;
+  }
+}

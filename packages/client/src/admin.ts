@@ -1,0 +1,158 @@
+/**
+ * The administrative plane: one method per route, as a principal (the bearer token
+ * given). Mutations go through the replicated log; a 421 from a replica that cannot
+ * take them is followed across the configured addresses (transport.ts).
+ */
+import { createInterface } from 'node:readline';
+import { call, errorOf, seg } from './call.js';
+import type { components, operations } from './generated/admin-plane.js';
+import { INT128_PLANS } from './generated/contract.js';
+import { assertRuntime, type Plan } from './json.js';
+import { Transport, type TransportOptions } from './transport.js';
+
+type S = components['schemas'];
+/** The JSON body of an operation's answer with `status`. */
+type Body<Op extends keyof operations, Status extends number = 200> = operations[Op]['responses'] extends { [K in Status]: { content: { 'application/json': infer B } } } ? B : never;
+
+export type TrustRoot = S['TrustRoot'];
+export type Party = S['Party'];
+export type Binding = S['Binding'];
+export type AdminAccount = S['AccountBalance'];
+export type AdminUsageReport = S['AdminUsageReport'];
+export type AdminPolicy = S['Policy'];
+export type DryRunReport = S['DryRunReport'];
+export type Cluster = S['Cluster'];
+export type Digest = S['Digest'];
+export type Transfer = S['Transfer'];
+export type PolicyList = Body<'listPolicies'>;
+
+export interface AdminClientOptions extends Omit<TransportOptions, 'urls'> {
+  /** url is the admin-plane base URL, or one per replica. */
+  url: string | readonly string[];
+  /** token is the principal's admin token. */
+  token: string;
+}
+
+const plan = (op: keyof operations): Plan | undefined => (INT128_PLANS.admin as Record<string, Plan>)[op];
+
+export interface ExportOptions {
+  /** onProgress is told the bytes received so far, as they arrive. */
+  onProgress?: (bytes: number) => void;
+}
+
+export class AdminClient {
+  readonly transport: Transport;
+  private readonly token: string;
+
+  constructor(o: AdminClientOptions) {
+    assertRuntime();
+    this.transport = new Transport({ ...o, urls: typeof o.url === 'string' ? [o.url] : o.url });
+    this.token = o.token;
+  }
+
+  addTrustRoot(body: S['TrustRootRequest']): Promise<TrustRoot> {
+    return this.send('POST', '/admin/v1/trust-roots', 'addTrustRoot', body);
+  }
+  listTrustRoots(): Promise<Body<'listTrustRoots'>> {
+    return this.send('GET', '/admin/v1/trust-roots', 'listTrustRoots');
+  }
+  removeTrustRoot(issuer: string): Promise<TrustRoot> {
+    return this.send('DELETE', `/admin/v1/trust-roots/${seg(issuer)}`, 'removeTrustRoot');
+  }
+  addParty(body: S['PartyRequest']): Promise<Party> {
+    return this.send('POST', '/admin/v1/parties', 'addParty', body);
+  }
+  listParties(): Promise<Body<'listParties'>> {
+    return this.send('GET', '/admin/v1/parties', 'listParties');
+  }
+  bindAgent(body: S['BindingRequest']): Promise<Binding> {
+    return this.send('POST', '/admin/v1/agents', 'bindAgent', body);
+  }
+  listAgents(): Promise<Body<'listAgents'>> {
+    return this.send('GET', '/admin/v1/agents', 'listAgents');
+  }
+  unbindAgent(agent: string): Promise<Binding> {
+    return this.send('DELETE', `/admin/v1/agents/${seg(agent)}`, 'unbindAgent');
+  }
+  openAccount(body: S['AccountRequest']): Promise<AdminAccount> {
+    return this.send('POST', '/admin/v1/accounts', 'openAccount', body);
+  }
+  getAccount(id: string): Promise<AdminAccount> {
+    return this.send('GET', `/admin/v1/accounts/${seg(id)}`, 'getAccount');
+  }
+  openUsage(body: S['UsageRequest']): Promise<AdminUsageReport> {
+    return this.send('POST', '/admin/v1/usages', 'openUsage', body);
+  }
+  getUsage(id: string): Promise<AdminUsageReport> {
+    return this.send('GET', `/admin/v1/usages/${seg(id)}`, 'getUsageAdmin');
+  }
+  draftPolicy(body: S['PolicyRequest']): Promise<AdminPolicy> {
+    return this.send('POST', '/admin/v1/policies', 'draftPolicy', body);
+  }
+  listPolicies(): Promise<PolicyList> {
+    return this.send('GET', '/admin/v1/policies', 'listPolicies');
+  }
+  getPolicy(id: string): Promise<AdminPolicy> {
+    return this.send('GET', `/admin/v1/policies/${seg(id)}`, 'getPolicy');
+  }
+  reviewPolicy(id: string, body: S['LifecycleRequest'] = {}): Promise<AdminPolicy> {
+    return this.send('POST', `/admin/v1/policies/${seg(id)}/review`, 'reviewPolicy', body);
+  }
+  approvePolicy(id: string, body: S['LifecycleRequest'] = {}): Promise<AdminPolicy> {
+    return this.send('POST', `/admin/v1/policies/${seg(id)}/approve`, 'approvePolicy', body);
+  }
+  activatePolicy(id: string, body: S['LifecycleRequest'] = {}): Promise<AdminPolicy> {
+    return this.send('POST', `/admin/v1/policies/${seg(id)}/activate`, 'activatePolicy', body);
+  }
+  dryRunPolicy(id: string, body: S['DryRunRequest'] = {}): Promise<DryRunReport> {
+    return this.send('POST', `/admin/v1/policies/${seg(id)}/dry-run`, 'dryRunPolicy', body);
+  }
+  getCluster(): Promise<Cluster> {
+    return this.send('GET', '/admin/v1/cluster', 'getCluster');
+  }
+  /** Asks the primary to hand over to a member; `transferring_to` is null when it already leads. */
+  transferLeadership(body: S['TransferRequest']): Promise<Transfer> {
+    return this.send('POST', '/admin/v1/cluster/transfer-leadership', 'transferLeadership', body);
+  }
+  /** The hash-chain head, the applied index, the tick and the state hash. */
+  getDigest(): Promise<Digest> {
+    return this.send('GET', '/admin/v1/log/digest', 'getDigest');
+  }
+  /** Prometheus metrics, as text. */
+  async metrics(): Promise<string> {
+    return (await call<string>(this.transport, 'GET', '/metrics', { text: true })).value;
+  }
+
+  /**
+   * The log as it streams in, one NDJSON line at a time (`{index, op, result,
+   * entry_hash}` as canonical JSON text), never held whole.
+   */
+  async *exportLog(o: ExportOptions = {}): AsyncGenerator<string> {
+    const res = await this.transport.open('GET', '/admin/v1/log/export', { headers: { authorization: `Bearer ${this.token}`, accept: 'application/x-ndjson' } });
+    if (res.statusCode !== 200) {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      throw errorOf({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url: this.transport.url });
+    }
+    let bytes = 0;
+    res.on('data', (c: Buffer) => {
+      bytes += c.length;
+      o.onProgress?.(bytes);
+    });
+    const lines = createInterface({ input: res, crlfDelay: Infinity });
+    try {
+      for await (const line of lines) yield line;
+    } finally {
+      lines.close();
+      res.destroy();
+    }
+  }
+
+  close(): void {
+    this.transport.close();
+  }
+
+  private async send<T>(method: string, path: string, op: keyof operations, body?: unknown): Promise<T> {
+    return (await call<T>(this.transport, method, path, { token: this.token, body, plan: plan(op) })).value;
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * HTTPS to one plane of a group of replicas: keep-alive connections, the CA to
+ * trust, a time-out per request, and the answer 421 `not_primary` followed.
+ *
+ * A replica that cannot take a write answers 421 with `primary_client_addr`, the
+ * primary's address on the same plane (or null when it knows none). The transport
+ * then sends the same request there, if that address is one of the configured
+ * ones, or else to the next configured address not yet tried; each address is tried
+ * at most once per request. The address that answered is used first from then on.
+ * Only configured addresses are followed: an answer cannot send the client's
+ * credentials to a host it was not given. A replica that refuses the connection
+ * (nothing was sent) is passed over for the next untried address in the same way.
+ */
+import { Agent, request } from 'node:https';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { TransportError } from './errors.js';
+import { parseJson } from './json.js';
+
+export interface TransportOptions {
+  /** urls are the base URLs of the plane on each replica (`https://host:port`), tried in order. */
+  urls: readonly string[];
+  /** ca is the PEM of the certificate authorities to trust; the system's when absent. */
+  ca?: string | Buffer | readonly (string | Buffer)[];
+  /** timeoutMs bounds each request, from sending to the last byte (default 30000). */
+  timeoutMs?: number;
+  /** socketsMax bounds the open connections per replica (default 16). */
+  socketsMax?: number;
+}
+
+export interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+  /** url is the base URL of the replica that answered. */
+  url: string;
+}
+
+export interface Outgoing {
+  headers?: Record<string, string>;
+  /** body is sent as given, with Content-Type application/json. */
+  body?: string;
+}
+
+const TIMEOUT_MS_DEFAULT = 30_000;
+
+/** A base URL without a trailing slash; throws on anything but https. */
+function baseUrl(u: string): string {
+  const url = new URL(u);
+  if (url.protocol !== 'https:') throw new TypeError(`${u}: the ledger is reached over https only`);
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+}
+
+export class Transport {
+  readonly urls: readonly string[];
+  private readonly agent: Agent;
+  private readonly timeoutMs: number;
+  /** current is the index of the address that answered last. */
+  private current = 0;
+
+  constructor(o: TransportOptions) {
+    if (o.urls.length === 0) throw new TypeError('at least one address is needed');
+    this.urls = o.urls.map(baseUrl);
+    this.timeoutMs = o.timeoutMs ?? TIMEOUT_MS_DEFAULT;
+    const ca = o.ca === undefined ? undefined : Array.isArray(o.ca) ? [...o.ca] : (o.ca as string | Buffer);
+    this.agent = new Agent({ keepAlive: true, maxSockets: o.socketsMax ?? 16, ...(ca === undefined ? {} : { ca }) });
+  }
+
+  /** The address requests go to first. */
+  get url(): string {
+    return this.urls[this.current]!;
+  }
+
+  /** Sends a request and reads the whole answer, following 421 across the configured addresses. */
+  async send(method: string, path: string, out: Outgoing = {}): Promise<Answer> {
+    const tried = new Set<number>();
+    let i = this.current;
+    for (;;) {
+      tried.add(i);
+      let answer: Answer;
+      try {
+        answer = await this.once(this.urls[i]!, method, path, out);
+      } catch (err) {
+        // Refused before anything was sent: another replica may be up.
+        const untried = this.urls.findIndex((_, k) => !tried.has(k));
+        if ((err as TransportError).code !== 'ECONNREFUSED' || untried < 0) throw err;
+        i = untried;
+        continue;
+      }
+      if (answer.status !== 421) {
+        this.current = i;
+        return answer;
+      }
+      const next = this.nextAfter421(answer, tried);
+      if (next === null) return answer;
+      i = next;
+    }
+  }
+
+  /** Sends a request and hands back the answer's stream unread (for the log export); no 421 following. */
+  open(method: string, path: string, out: Outgoing = {}): Promise<IncomingMessage> {
+    const url = this.url;
+    return new Promise((resolve, reject) => {
+      const req = this.start(url, method, path, out, reject);
+      req.on('response', (res) => {
+        req.setTimeout(0);
+        resolve(res);
+      });
+    });
+  }
+
+  /** Closes the idle connections; the transport may still be used afterwards. */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  /** Where a 421 sends the request next: the primary it names if configured, else an untried address, else null. */
+  private nextAfter421(answer: Answer, tried: Set<number>): number | null {
+    let named: string | null = null;
+    try {
+      const body = parseJson(answer.text) as { primary_client_addr?: unknown };
+      if (typeof body.primary_client_addr === 'string') named = baseUrl(body.primary_client_addr);
+    } catch {
+      named = null; // an unreadable body names no primary
+    }
+    const j = named === null ? -1 : this.urls.indexOf(named);
+    if (j >= 0 && !tried.has(j)) return j;
+    const untried = this.urls.findIndex((_, k) => !tried.has(k));
+    return untried >= 0 ? untried : null;
+  }
+
+  private once(url: string, method: string, path: string, out: Outgoing, retried = false): Promise<Answer> {
+    return new Promise((resolve, reject) => {
+      const req = this.start(url, method, path, out, (err) => {
+        // A kept-alive connection the server closed while idle fails the first write
+        // on it; the request never reached the server, so it is sent again, once.
+        if (!retried && req.reusedSocket && (err as TransportError).code === 'ECONNRESET') {
+          this.once(url, method, path, out, true).then(resolve, reject);
+        } else reject(err);
+      });
+      req.on('response', (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', (err) => reject(new TransportError(url, 'ECONNRESET', `the answer was cut off: ${err.message}`, { cause: err })));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url }));
+      });
+    });
+  }
+
+  private start(url: string, method: string, path: string, out: Outgoing, fail: (err: Error) => void) {
+    const headers: Record<string, string> = { accept: 'application/json', ...out.headers };
+    if (out.body !== undefined) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(Buffer.byteLength(out.body));
+    }
+    const req = request(`${url}${path}`, { method, agent: this.agent, headers });
+    req.setTimeout(this.timeoutMs, () => req.destroy(Object.assign(new Error(`no answer in ${this.timeoutMs} ms`), { code: 'ETIMEDOUT' })));
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      fail(err instanceof TransportError ? err : new TransportError(url, err.code ?? 'EUNKNOWN', err.message, { cause: err }));
+    });
+    if (out.body !== undefined) req.write(out.body);
+    req.end();
+    return req;
+  }
+}

@@ -1,0 +1,225 @@
+// Proves the apl command line, run as a person or a script would run it (a child
+// process of bin/apl.mjs) against a live development node on free ports of
+// 127.0.0.1: dev init bootstraps it in one step and twice is harmless; agent
+// commands submit and read, with --json parsed back losslessly; every admin route
+// has its command; apl log verify passes, and fails (exit 6) on a tampered export;
+// and failures exit with the documented codes and say what to do next.
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseJson } from '@apl/client';
+import { EXIT } from '@apl/cli';
+import { ConfigSchema, createLogger, devSetup, loadPrincipals, startNode, type RunningNode } from '@apl/node';
+import { testCerts } from './support/node.js';
+import { REPO } from './support/process.js';
+
+const APL = join(REPO, 'packages/cli/bin/apl.mjs');
+const dir = mkdtempSync(join(tmpdir(), 'apl-cli-'));
+let node: RunningNode;
+
+t.before(async () => {
+  const certs = testCerts();
+  const config = ConfigSchema.parse({
+    data_dir: dir, agent_port: 0, admin_port: 0, dev_setup: true, tls: { ca: certs.ca, cert: certs.cert, key: certs.key },
+    tick_interval_ms: 3_600_000, log_level: 'silent',
+  });
+  devSetup(config); // the development admin tokens, as npm start makes them
+  node = await startNode(config, loadPrincipals(config), { log: createLogger('silent', config.node_id) });
+});
+t.teardown(async () => {
+  await node.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs apl with the test node's addresses and CA (and `env` on top); never throws. */
+function apl(args: string[], env: Record<string, string> = {}): Promise<Ran> {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('APL_')));
+  const child = spawn(process.execPath, [APL, ...args], {
+    cwd: REPO,
+    env: { ...inherited, APL_DATA_DIR: dir, APL_AGENT_URL: node.agentUrl, APL_ADMIN_URL: node.adminUrl, APL_CA: testCerts().ca, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+/** Runs apl --json and parses its one document losslessly. */
+async function json(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; body: any; stderr: string }> {
+  const r = await apl(['--json', ...args], env);
+  return { code: r.code, body: parseJson(r.stdout), stderr: r.stderr };
+}
+
+let attestation = '';
+
+t.test('apl dev init bootstraps the node in one step, and a second run changes nothing', async (t) => {
+  const r = await apl(['dev', 'init']);
+  t.equal(r.code, EXIT.ok, r.stderr);
+  for (const line of [/issuer key\s+\S+issuer-key\.pem\s+made\s+apl/, /trust root\s+acme-agents\s+made\s+dev-author/, /agent binding\s+agent:\/\/acme\.example\/agent\/buyer-7 -> party_acme\s+made/,
+    /usage balance\s+usage_acme_llm \(USD\)\s+made/, /policy review\s+pol_2026_11\s+made\s+dev-reviewer/, /policy activation\s+pol_2026_11\s+made\s+dev-approver/]) {
+    t.match(r.stdout, line);
+  }
+  const again = await json(['dev', 'init']);
+  t.equal(again.code, EXIT.ok);
+  t.equal(again.body.made.length, 11);
+  t.same([...new Set(again.body.made.map((m: { status: string }) => m.status))], ['exists'], 'everything was there');
+  const a = await apl(['agent', 'attest']);
+  t.equal(a.code, EXIT.ok, a.stderr);
+  attestation = a.stdout.trim();
+  t.match(attestation, /^v4\.public\./);
+  t.equal(a.stderr, '', 'no warning on the way');
+});
+
+t.test('submit and read as the agent, with --json parsed back', async (t) => {
+  const env = { APL_ATTESTATION: attestation };
+  const s = await json(['agent', 'submit', '--file', 'docs/examples/intent.json'], env);
+  t.equal(s.code, EXIT.ok, s.stderr);
+  t.match(s.body, { transaction: 'txn_01JD7Y3K', verdict: 'Permitted', posted: true, policy: 'pol_2026_11', attempts: 1, replayed: false });
+  const again = await apl(['agent', 'submit', '--file', 'docs/examples/intent.json'], env);
+  t.match(again.stdout, /^Permitted  posted  txn_01JD7Y3K\n[^]*replayed\s+yes: this transaction id was recorded before/);
+  const tx = await json(['agent', 'tx', 'txn_01JD7Y3K'], env);
+  t.equal(tx.body.consume_usage.amount.minor, 18446744073709551621n, 'beyond 2^64, exact');
+  t.equal(BigInt(tx.body.entries[0].amount.minor), 129900n, 'a small amount is a bare number too');
+  const u = await json(['agent', 'usage', 'usage_acme_llm'], env);
+  t.equal(u.body.consumed, 18446744073709551621n);
+  t.equal(u.body.billed, 0);
+  const text = await apl(['agent', 'usage', 'usage_acme_llm', '--format', 'text'], env);
+  t.equal(text.stdout, 'Usage balance usage_acme_llm (USD): 18446744073709551621 consumed, 0 metered, 0 billed. 18446744073709551621 consumed but not yet metered; 0 metered but not yet billed. Not reconciled.\n');
+  const human = await apl(['agent', 'usage', 'usage_acme_llm'], env);
+  t.match(human.stdout, /consumed\s+18446744073709551621/);
+  const ob = await apl(['agent', 'obligations'], env);
+  t.match(ob.stdout, /party_acme at tick \d+, owed:\nobligation\s+action\s+state[^]*obl_txn_01JD7Y3K_O-receipt\s+receipt\.attach\s+open/);
+  const bal = await json(['agent', 'balance', 'acc_acme_cash'], env);
+  t.same(bal.body.balances, [{ currency: 'USD', debits: 129900, credits: 0, net: 129900 }]);
+  const pol = await apl(['agent', 'policy'], env);
+  t.match(pol.stdout, /policy\s+pol_2026_11 \(active\)[^]*R-cap-large\s+prohibition\s+10\s+purchase\.\*/);
+  const flags = await json(['agent', 'submit', '--action', 'receipt.attach', '--binding', 'obligation=obl_txn_01JD7Y3K_O-receipt', '--evidence', '3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b', '--justification', 'The receipt'], env);
+  t.match(flags.body, { verdict: 'Permitted', provenance: { obligations_discharged: ['obl_txn_01JD7Y3K_O-receipt'] } }, 'an intent from flags alone');
+});
+
+t.test('a refusal exits 3, a refused request 4 with its code, a missing attestation 2', async (t) => {
+  const env = { APL_ATTESTATION: attestation };
+  const forbidden = await apl(['agent', 'submit', '--file', 'docs/examples/intent.json', '--transaction', 'txn_01JD7Y4Q', '--debit', 'acc_acme_cash:700000:USD', '--credit', 'acc_merchant_books:700000:USD'], env);
+  t.equal(forbidden.code, EXIT.refused);
+  t.match(forbidden.stdout, /^ForbiddenRejected  not posted  txn_01JD7Y4Q\n[^]*basis\s+Purchase of 700000 USD minor units exceeds the 500000 limit of rule R-cap-large/);
+  const chain = await json(['agent', 'submit', '--transaction', 'txn_01JD7Y6S', '--action', 'purchase.book', '--binding', 'merchant=books-r-us', '--justification', 'Metering more than was consumed',
+    '--debit', 'acc_acme_cash:100:USD', '--credit', 'acc_merchant_books:100:USD', '--meter', 'usage_acme_llm:18446744073709551622:USD'], env);
+  t.equal(chain.code, EXIT.rejected);
+  t.match(chain.body.error, {
+    code: 'substrate_rejected', status: 422, body: { kind: 'validation' },
+    message: 'Metering 18446744073709551622 would bring the metered total to 18446744073709551622, above the 18446744073709551621 consumed; 0 is already metered and 18446744073709551621 is consumed but not yet metered.',
+  });
+  const none = await apl(['agent', 'usage', 'usage_acme_llm']);
+  t.equal(none.code, EXIT.usage);
+  t.match(none.stderr, /needs an attestation[^]*--attestation or APL_ATTESTATION; `apl agent attest` mints/);
+  const hidden = await apl(['agent', 'usage', 'usage_globex_llm'], env);
+  t.equal(hidden.code, EXIT.rejected);
+  t.match(hidden.stderr, /^apl: No usage balance usage_globex_llm is visible to this agent\.\n  Check the id/);
+  const stranger = await apl(['agent', 'policy'], { APL_ATTESTATION: 'v4.public.bm90IGEgdG9rZW4' });
+  t.equal(stranger.code, EXIT.rejected);
+  t.match(stranger.stderr, /Mint a fresh attestation/);
+});
+
+t.test('every admin route has its command', async (t) => {
+  const key = join(dir, 'issuer/issuer.pub.pem');
+  const steps: [string[], RegExp | null][] = [
+    [['admin', 'trust-root', 'add', 'other-issuer', key], /trust root\s+other-issuer\nkey id\s+k4\.pid\./],
+    [['admin', 'trust-root', 'list'], /acme-agents\s+k4\.pid\.[^]*other-issuer/],
+    [['admin', 'trust-root', 'remove', 'other-issuer'], /removed trust root other-issuer/],
+    [['admin', 'party', 'add', 'party_cli'], /party party_cli/],
+    [['admin', 'party', 'list'], /party_acme[^]*party_cli/],
+    [['admin', 'agent', 'bind', 'agent://cli.example/agent/a', 'party_cli'], /agent:\/\/cli\.example\/agent\/a -> party_cli/],
+    [['admin', 'agent', 'list'], /agent:\/\/cli\.example\/agent\/a\s+party_cli/],
+    [['admin', 'agent', 'unbind', 'agent://cli.example/agent/a'], /is unbound/],
+    [['admin', 'account', 'open', 'acc_cli', '--party', 'party_cli'], /acc_cli \(party_cli\)\n\(none\)/],
+    [['admin', 'account', 'show', 'acc_acme_cash'], /USD\s+129900\s+0\s+129900/],
+    [['admin', 'usage', 'open', 'usage_cli', '--currency', 'EUR'], /usage\s+usage_cli \(EUR\)\nowner\s+none/],
+    [['admin', 'usage', 'show', 'usage_acme_llm'], /owner\s+party_acme\nconsumed\s+18446744073709551621/],
+    [['admin', 'policy', 'draft', 'docs/examples/policy.json', '--id', 'pol_cli'], /policy\s+pol_cli \(draft\)/],
+    [['--as', 'dev-reviewer', 'admin', 'policy', 'review', 'pol_cli', '--comment', 'reads well'], /pol_cli is reviewed/],
+    [['--as', 'dev-approver', 'admin', 'policy', 'approve', 'pol_cli'], /pol_cli is approved/],
+    [['admin', 'policy', 'dry-run', 'pol_cli', '--limit', '10'], /pol_cli: \d+ judged, \d+ unchanged, 0 would change/],
+    [['admin', 'policy', 'show', 'pol_cli'], /history:[^]*review\s+dev-reviewer\s+\d+\s+reads well/],
+    [['admin', 'policy', 'activate', 'pol_cli'], /pol_cli is active/],
+    [['admin', 'policy', 'list'], /active: pol_cli\npolicy\s+state[^]*pol_2026_11\s+superseded/],
+    [['admin', 'metrics'], /apl_http_requests_total/],
+    [['cluster', 'status'], /node\s+n1 \(leader\)[^]*member\s+role\s+agent plane\s+match index\nn1\s+leader/],
+    [['cluster', 'transfer', 'n1'], /n1 leads already: nothing moves/],
+    [['log', 'digest'], /applied index\s+\d+\ntick\s+\d+\ndigest\s+[0-9a-f]{64}\nstate hash\s+[0-9a-f]{64}/],
+  ];
+  for (const [args, out] of steps) {
+    const r = await apl(args);
+    t.equal(r.code, EXIT.ok, `apl ${args.join(' ')}: ${r.stderr}`);
+    if (out) t.match(r.stdout, out, `apl ${args.join(' ')}`);
+  }
+  const status = await json(['cluster', 'status']);
+  t.match(status.body, { node: 'n1', role: 'leader', members: [{ id: 'n1', role: 'leader' }] });
+});
+
+t.test('four eyes: the author may not review, and apl says who may', async (t) => {
+  await apl(['admin', 'policy', 'draft', 'docs/examples/policy.json', '--id', 'pol_four_eyes']);
+  const r = await apl(['admin', 'policy', 'review', 'pol_four_eyes']);
+  t.equal(r.code, EXIT.rejected);
+  t.equal(r.stderr, 'apl: dev-author may not do ReviewPolicy (it needs the reviewer role).\n  Act as a principal with that role: --as <name> (a development node has dev-author, dev-reviewer and dev-approver).\n');
+  const nobody = await apl(['--as', 'dev-nobody', 'log', 'digest']);
+  t.equal(nobody.code, EXIT.usage);
+  t.match(nobody.stderr, /has no principal dev-nobody\.\n  Act as one it has with --as \(dev-author, dev-reviewer, dev-approver\)/);
+  const badToken = await json(['log', 'digest'], { APL_ADMIN_TOKEN: 'not-the-token' });
+  t.equal(badToken.code, EXIT.rejected);
+  t.match(badToken.body.error, { code: 'unauthorized', status: 401, hint: /admin token was refused/ });
+});
+
+t.test('apl log verify checks the export against the node; a tampered export exits 6', async (t) => {
+  const live = await apl(['log', 'verify']);
+  t.equal(live.code, EXIT.ok, live.stderr);
+  t.match(live.stdout, /^The log verifies: \d+ records re-applied; at index \d+ the digest and the state hash are the node's\./);
+  t.match(live.stderr, /^verifying the log: \d+ records, [\d.]+ (B|KiB)\n$/, 'the progress display, ended');
+  const liveJson = await json(['log', 'verify']);
+  t.equal(liveJson.body.ok, true);
+  t.equal(liveJson.body.at_node_index.digest, liveJson.body.node.digest);
+  const file = join(dir, 'export.ndjson');
+  const exported = await apl(['log', 'export', '--out', file]);
+  t.equal(exported.code, EXIT.ok, exported.stderr);
+  t.match(exported.stderr, /exporting the log: \d+ records, .* written to /);
+  const offline = await json(['log', 'verify', '--file', file]);
+  t.equal(offline.code, EXIT.ok);
+  t.equal(offline.body.ok, true);
+  const lines = readFileSync(file, 'utf8').split('\n');
+  lines[3] = lines[3]!.replace(/"entry_hash":"[0-9a-f]/, (m) => `${m.slice(0, -1)}${m.endsWith('0') ? '1' : '0'}`);
+  writeFileSync(file, lines.join('\n'));
+  const tampered = await apl(['log', 'verify', '--file', file]);
+  t.equal(tampered.code, EXIT.mismatch);
+  t.match(tampered.stderr, /apl: The export does not verify: line 4: the chain breaks at index \d+\./);
+  const missing = await apl(['log', 'verify', '--file', join(dir, 'no-such.ndjson')]);
+  t.equal(missing.code, EXIT.usage);
+  const toStdout = await apl(['log', 'export']);
+  t.equal(toStdout.stdout.split('\n').filter(Boolean).length, lines.filter(Boolean).length + (toStdout.stdout.split('\n').length - lines.length), 'the export goes to standard output');
+});
+
+t.test('wrong usage exits 2, no node exits 5, and help lists the exit codes', async (t) => {
+  const unknown = await apl(['bogus']);
+  t.equal(unknown.code, EXIT.usage);
+  t.match(unknown.stderr, /unknown command 'bogus'/);
+  const badLeg = await apl(['agent', 'submit', '--action', 'purchase.book', '--justification', 'x', '--debit', 'acc_acme_cash:12.5:USD'], { APL_ATTESTATION: attestation });
+  t.equal(badLeg.code, EXIT.usage);
+  t.match(badLeg.stderr, /--debit acc_acme_cash:12\.5:USD: expected <id>:<minor units>:<currency>/);
+  const noNode = await apl(['log', 'digest'], { APL_ADMIN_URL: 'https://127.0.0.1:1' });
+  t.equal(noNode.code, EXIT.unavailable);
+  t.match(noNode.stderr, /ECONNREFUSED[^]*Start a node \(npm start\)/);
+  const noCa = await apl(['log', 'digest'], { APL_CA: join(dir, 'nope.pem') });
+  t.equal(noCa.code, EXIT.usage);
+  t.match(noCa.stderr, /The CA file \S+nope\.pem does not exist/);
+  const help = await apl(['--help']);
+  t.equal(help.code, EXIT.ok);
+  t.match(help.stdout, /Exit codes:\n  0  done[^]*6  verification failed/);
+});

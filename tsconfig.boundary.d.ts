@@ -1,3 +1,0 @@
-declare const boundary: 'this import crosses the architecture boundary';
-export default boundary;
-//# sourceMappingURL=tsconfig.boundary.d.ts.map
