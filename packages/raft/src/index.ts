@@ -73,3 +73,12 @@ export {
   type SoftState,
   type Status,
 } from './types.js';
+export {
+  decodeSnapshotMeta,
+  encodeSnapshotMeta,
+  messageCodec,
+  WireError,
+  wireTypes,
+  type MessageCodec,
+  type WireErrorCode,
+} from './wire/codec.js';

@@ -17,6 +17,7 @@ import { MemoryLogStore } from '../storage.js';
 import type { Boot, Config, Entry, Message, NodeId, Ready, Snapshot } from '../types.js';
 import { Checker, entryKey, Violation, type CheckerName } from './checker.js';
 import { Prng } from './prng.js';
+import { messageCodec } from '../wire/codec.js';
 
 export type NodeFactory = (config: Config, boot: Boot) => RawNode;
 
@@ -69,7 +70,7 @@ const TICK = 10;
 
 type Event =
   | { kind: 'tick'; id: NodeId; gen: number }
-  | { kind: 'deliver'; m: Message }
+  | { kind: 'deliver'; to: NodeId; wire: Uint8Array }
   | { kind: 'saved'; id: NodeId; gen: number }
   | { kind: 'client' }
   | { kind: 'fault' }
@@ -125,6 +126,8 @@ class Simulation {
   private readonly checker: Checker;
   private readonly hash: Hash = createHash('sha256');
   private readonly factory: NodeFactory;
+  /** every delivered message crosses the wire codec, as it does between processes. */
+  private readonly codec = messageCodec('sim');
   private readonly faultEnd: number;
   private readonly deadline: number;
   private readonly leaderDeadline: number;
@@ -251,7 +254,7 @@ class Simulation {
       case 'tick':
         return this.onTick(ev.id, ev.gen);
       case 'deliver':
-        return this.onDeliver(ev.m);
+        return this.onDeliver(ev.to, ev.wire);
       case 'saved':
         return this.onSaved(ev.id, ev.gen);
       case 'client':
@@ -317,8 +320,10 @@ class Simulation {
     this.schedule(this.now + TICK, { kind: 'tick', id, gen });
   }
 
-  private onDeliver(m: Message): void {
-    const s = this.slot(m.to);
+  /** onDeliver decodes what the network carried: a node never sees the sender's object, only its bytes. */
+  private onDeliver(to: NodeId, wire: Uint8Array): void {
+    const m = this.codec.decode(wire);
+    const s = this.slot(to);
     const node = s.node;
     if (node === null) {
       this.trace(`lost ${describe(m)}`);
@@ -410,8 +415,9 @@ class Simulation {
         this.trace(`drop ${describe(m)}`);
         continue;
       }
-      this.schedule(this.now + this.net.int(1, this.maxDelay), { kind: 'deliver', m });
-      if (this.net.chance(this.dupRate)) this.schedule(this.now + this.net.int(1, this.maxDelay), { kind: 'deliver', m });
+      const ev: Event = { kind: 'deliver', to: m.to, wire: this.codec.encode(m) };
+      this.schedule(this.now + this.net.int(1, this.maxDelay), ev);
+      if (this.net.chance(this.dupRate)) this.schedule(this.now + this.net.int(1, this.maxDelay), ev);
     }
   }
 
