@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Makes a certificate authority and, for each node id given, a key and a certificate
 # signed by it, usable both as a TLS server certificate (agent and admin planes) and
-# as a client certificate (the peer mesh's mutual TLS).
+# as a client certificate (the peer mesh's mutual TLS, where a peer is known by the
+# node id its certificate names); and, for each --client name, a client certificate
+# for an operator of the admin plane (when it requires one: admin_client_certs).
 #
-#   certs/dev-certs.sh <out-dir> <node-id>... [--host <dns-name-or-ip>]...
+#   certs/dev-certs.sh <out-dir> <node-id>... [--host <dns-name-or-ip>]... [--client <name>]...
 #
-# Each node certificate names the node id, localhost and 127.0.0.1, plus every --host.
+# Each node certificate names the node id (as a DNS name), localhost and 127.0.0.1,
+# plus every --host. A client certificate is <name>-client.pem and <name>-client-key.pem.
 # An existing CA in <out-dir> is reused, so nodes can be added later; existing node
 # certificates are left alone. Keys are EC P-256, written with mode 0600.
 # For a real cluster, run it once on a trusted machine with every node's address as
@@ -13,16 +16,18 @@
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-  echo "usage: $0 <out-dir> <node-id>... [--host <name>]..." >&2
+  echo "usage: $0 <out-dir> <node-id>... [--host <name>]... [--client <name>]..." >&2
   exit 2
 fi
 out=$1
 shift
 nodes=()
 hosts=()
+clients=()
 while [ $# -gt 0 ]; do
   case $1 in
     --host) hosts+=("$2"); shift 2 ;;
+    --client) clients+=("$2"); shift 2 ;;
     *) nodes+=("$1"); shift ;;
   esac
 done
@@ -52,4 +57,15 @@ for id in "${nodes[@]}"; do
   openssl x509 -req -in "$id.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -sha256 -days 397 -extfile "$ext" -out "$id.pem" 2>/dev/null
   rm -f "$id.csr" "$ext"
   echo "made certificate $out/$id.pem ($san)" >&2
+done
+
+for name in "${clients[@]+"${clients[@]}"}"; do
+  if [ -f "$name-client.pem" ] && [ -f "$name-client-key.pem" ]; then continue; fi
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$name-client-key.pem" 2>/dev/null
+  openssl req -new -key "$name-client-key.pem" -subj "/CN=$name" -out "$name-client.csr"
+  ext=$(mktemp)
+  printf 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyAgreement\nbasicConstraints=CA:FALSE\n' >"$ext"
+  openssl x509 -req -in "$name-client.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -sha256 -days 397 -extfile "$ext" -out "$name-client.pem" 2>/dev/null
+  rm -f "$name-client.csr" "$ext"
+  echo "made client certificate $out/$name-client.pem (CN=$name)" >&2
 done

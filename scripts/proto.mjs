@@ -13,7 +13,7 @@ const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 export const TARGETS = [
   { proto: ['proto/raft.proto'], out: 'packages/raft/src/wire/descriptor.ts', name: 'RAFT_DESCRIPTOR' },
-  { proto: ['proto/raft.proto', 'proto/peer.proto'], out: 'packages/node/src/peer/descriptor.ts', name: 'PEER_DESCRIPTOR' },
+  { proto: ['proto/peer.proto'], out: 'packages/node/src/peer/descriptor.ts', name: 'PEER_DESCRIPTOR' },
 ];
 
 export function render(target) {

@@ -171,7 +171,7 @@ export async function startTestNode(overrides: Record<string, unknown> = {}, dat
 }
 
 /** Trust root, two parties with agents, accounts and usage balances, and POLICY in force as pol_1. */
-export async function bootstrap(t: TestNode): Promise<void> {
+export async function bootstrap(t: Pick<TestNode, 'adm' | 'issuer'>): Promise<void> {
   const steps: [keyof typeof TOKENS, string, unknown][] = [
     ['operator', '/admin/v1/trust-roots', { issuer: t.issuer.name, public_key: t.issuer.paserk }],
     ['operator', '/admin/v1/parties', { id: 'party_acme' }],

@@ -21,12 +21,15 @@ const port = int(0, 65535, 'a port number (0 to 65535)');
 const ms = (d: number) => int(1, 3_600_000, 'a number of milliseconds from 1 to 3600000').default(d);
 const count = (d: number, max: number) => int(1, max).default(d);
 
+const NodeId = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'must be a node id (lowercase letters, digits and -, at most 32)');
 const Member = z.strictObject({
-  id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/),
-  /** peer_addr is the member's peer-mesh address, host:port. */
-  peer_addr: z.string().regex(/^[^\s:]+:\d{1,5}$/),
+  id: NodeId,
+  /** peer_addr is the member's peer-mesh address, host:port; its certificate names the id. */
+  peer_addr: z.string().regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port'),
   /** agent_url is the member's agent-plane base URL, answered in 421 not_primary. */
   agent_url: z.string().url(),
+  /** admin_url is the member's admin-plane base URL, shown by GET /admin/v1/cluster. */
+  admin_url: z.string().url().optional(),
 });
 
 const Principal = z.strictObject({
@@ -36,14 +39,26 @@ const Principal = z.strictObject({
 });
 
 export const ConfigSchema = z.strictObject({
-  node_id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/).default('n1'),
+  node_id: NodeId.default('n1'),
   data_dir: z.string().min(1).default('.data/standalone'),
   /** host is the address every listener binds. */
   host: z.string().min(1).default('127.0.0.1'),
   agent_port: port.default(8443),
   admin_port: port.default(9443),
-  /** members of the group; empty for a standalone node (a one-member group). */
-  members: z.array(Member).default([]),
+  /** peer_port is where the peer mesh (gRPC, mutual TLS 1.3) listens; used when there are members. */
+  peer_port: port.default(7443),
+  /** members of the group, this node among them; empty for a standalone node (a group of one). */
+  members: z.array(Member).max(9).default([]),
+  /** cluster_id names the group; every peer message carries it, and a message of another group is refused. */
+  cluster_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a cluster id (letters, digits and _ . : -)').default('agent-plane-ledger'),
+  /**
+   * cluster_state is `new` when the members are started for the first time together,
+   * `existing` when this member joins (or rejoins) a group that already runs: then an
+   * empty store is refused, since a member must never forget what it voted and stored.
+   */
+  cluster_state: z.enum(['new', 'existing']).default('new'),
+  /** forward_writes: a follower forwards writes to the primary; false answers 421 not_primary. */
+  forward_writes: z.boolean().default(true),
   /** PEM files; null means the development files under `<data_dir>/certs`. */
   tls: z.strictObject({
     ca: z.string().nullable().default(null),
@@ -61,12 +76,15 @@ export const ConfigSchema = z.strictObject({
   commit_timeout_ms: ms(5000),
   /** snapshot_interval_entries: compact the Raft log after this many applied entries. */
   snapshot_interval_entries: count(10_000, 10_000_000),
+  /** snapshot_timeout_ms: a state store streamed to a member behind compaction must arrive within this. */
+  snapshot_timeout_ms: ms(300_000),
   raft: z.strictObject({
     tick_ms: ms(100),
     election_ticks: count(10, 1000),
     heartbeat_ticks: count(1, 100),
     max_inflight_msgs: count(256, 65_536),
-    max_size_per_msg: count(1 << 20, 64 << 20),
+    // An append must fit one gRPC message on the peer mesh (16 MiB).
+    max_size_per_msg: count(1 << 20, 8 << 20),
     max_uncommitted_entries: count(10_000, 1_000_000),
   }).prefault({}),
   store: z.strictObject({
@@ -78,11 +96,24 @@ export const ConfigSchema = z.strictObject({
     entries_per_intent_max: count(64, 256),
     proposals_in_flight_max: count(4096, 1_000_000),
     attestation_cache_entries_max: count(10_000, 1_000_000),
+    /** peer_queue_messages_max: Raft messages waiting for one peer's stream; beyond, they are dropped (Raft resends). */
+    peer_queue_messages_max: count(4096, 1_000_000),
   }).prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
 export type Config = z.output<typeof ConfigSchema>;
+
+/** What the schema alone cannot say about the member list. */
+function memberProblems(c: Config): string[] {
+  if (c.members.length === 0) return [];
+  const out: string[] = [];
+  if (!c.members.some((m) => m.id === c.node_id)) out.push(`members: this node (${c.node_id}) is not among them (${c.members.map((m) => m.id).join(', ')})`);
+  const twice = (key: 'id' | 'peer_addr') => c.members.map((m) => m[key]).filter((v, k, all) => all.indexOf(v) !== k);
+  for (const id of new Set(twice('id'))) out.push(`members: ${id} is listed twice`);
+  for (const a of new Set(twice('peer_addr'))) out.push(`members: peer address ${a} is listed twice`);
+  return out;
+}
 
 /** A setting: its key path (`limits.body_bytes_max`) and whether it holds text. */
 interface Key {
@@ -163,6 +194,8 @@ export function loadConfig(opts: { file?: string | undefined; env?: NodeJS.Proce
     throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   }
   const c = parsed.value;
+  const problems = memberProblems(c);
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   // Relative paths in a file are relative to the file, so one file works from any
   // directory; relative paths from a variable or a default are relative to the
   // working directory, like any path typed in a shell.

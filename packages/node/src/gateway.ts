@@ -35,6 +35,8 @@ export interface GatewayNode {
   submit(op: Operation): Promise<Applied>;
   /** Resolves once local state reflects every write committed before the call. */
   readBarrier(): Promise<void>;
+  /** Whether this replica is the primary (its state is current for every write it proposes). */
+  isPrimary(): boolean;
   health(): { ready: boolean; detail: Record<string, unknown> };
 }
 
@@ -134,17 +136,9 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
     throw new ApiError('invalid_agent_uri', `${JSON.stringify(env.agent)} is not an agent URI (agent://<authority>/agent/<agent_id>).`);
   }
   if (env.attestation === undefined || env.attestation === '') throw new ApiError('unknown_agent', 'No attestation was presented.');
-  const attested = await attest(o, env.attestation);
-  if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
-  const q = o.node.queries;
-  const party = await q.agentParty(env.agent);
-  if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
-  if (grantingCapability(attested.capabilities, env.action.action) === null) {
-    throw new ApiError('capability_mapping', `The attestation grants no capability for action ${env.action.action}.`);
-  }
-  const recorded = await q.transaction(party, env.transaction);
-  if (recorded) return sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
-  checkPin(env.policy, await q.activePolicyId());
+  const checked = await precheck(o, env, res);
+  if (checked === null) return;
+  const { attested, party } = checked;
 
   const op: Operation = {
     type: 'SubmitIntent',
@@ -167,6 +161,43 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
     },
   };
   await answerIntent(res, await o.node.submit(op), o.node.queries, party);
+}
+
+/**
+ * The checks against local state before proposing. A follower's state may lag the
+ * primary's (a binding or a policy made a moment ago), so a follower that would refuse
+ * catches up first (a read barrier) and checks again: a refusal is never an artefact
+ * of lag. Answers null when a replay was answered.
+ */
+async function precheck(o: GatewayOptions, env: IntentEnvelope, res: Response): Promise<{ attested: Attested; party: string } | null> {
+  try {
+    return await precheckOnce(o, env, res);
+  } catch (err) {
+    if (!(err instanceof ApiError) || o.node.isPrimary() || !LAG_SENSITIVE.has(err.body.error)) throw err;
+    await o.node.readBarrier();
+    return precheckOnce(o, env, res);
+  }
+}
+
+/** The refusals local state decides, which a lagging follower must confirm. */
+const LAG_SENSITIVE = new Set(['attestation', 'unknown_agent', 'stale_policy', 'no_active_policy']);
+
+async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, res: Response): Promise<{ attested: Attested; party: string } | null> {
+  const attested = await attest(o, env.attestation!);
+  if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
+  const q = o.node.queries;
+  const party = await q.agentParty(env.agent);
+  if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
+  if (grantingCapability(attested.capabilities, env.action.action) === null) {
+    throw new ApiError('capability_mapping', `The attestation grants no capability for action ${env.action.action}.`);
+  }
+  const recorded = await q.transaction(party, env.transaction);
+  if (recorded) {
+    sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
+    return null;
+  }
+  checkPin(env.policy, await q.activePolicyId());
+  return { attested, party };
 }
 
 /** Verifies an attestation, or throws 403 `attestation`. */

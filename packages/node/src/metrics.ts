@@ -32,6 +32,22 @@ export class Metrics {
   readonly proposalsInFlight = new Gauge({ name: 'apl_proposals_in_flight', help: 'Proposals waiting for their commit.', registers: [this.registry] });
   readonly tick = new Gauge({ name: 'apl_ledger_tick', help: 'The ledger tick.', registers: [this.registry] });
   readonly storeCacheEntries = new Gauge({ name: 'apl_store_cache_entries', help: 'Records held in the state store cache.', registers: [this.registry] });
+  readonly peerRefused = new Counter({
+    name: 'apl_peer_refused_total', help: 'Peer calls and Raft messages refused, by reason (foreign_cluster, unknown_member, sender_mismatch, malformed).',
+    labelNames: ['reason'] as const, registers: [this.registry],
+  });
+  readonly peerDropped = new Counter({
+    name: 'apl_peer_messages_dropped_total', help: 'Raft messages dropped because the queue to a peer was full or its stream broke.',
+    labelNames: ['peer'] as const, registers: [this.registry],
+  });
+  readonly peerSnapshots = new Counter({
+    name: 'apl_peer_snapshots_total', help: 'State store snapshots streamed to or from peers, by direction and outcome.',
+    labelNames: ['direction', 'outcome'] as const, registers: [this.registry],
+  });
+  readonly forwarded = new Counter({
+    name: 'apl_forwarded_proposals_total', help: 'Proposals a follower forwarded to the primary, by outcome.',
+    labelNames: ['outcome'] as const, registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

@@ -11,8 +11,9 @@ import { fileURLToPath } from 'node:url';
 import type { Applied, Operation } from '@apl/core';
 import { adminApp, type AdminPrincipal } from './admin-plane.js';
 import { Attestor } from './attest.js';
-import { type Config, ConfigError, tlsFiles } from './config.js';
-import { ApiError } from './errors.js';
+import { type Config, tlsFiles } from './config.js';
+import { ApiError, type ErrorCode } from './errors.js';
+import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
 import { agentApp } from './gateway.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -45,17 +46,28 @@ const noPeers: Transport = {
 };
 
 export async function startNode(c: Config, principals: AdminPrincipal[], opts: { log?: Logger; wrapDb?: WrapDb } = {}): Promise<RunningNode> {
-  if (c.members.length > 1) {
-    throw new ConfigError(`members: ${c.members.length} members are configured, but this build runs standalone nodes only (the peer mesh is not part of it)`);
-  }
   const log = opts.log ?? createLogger(c.log_level, c.node_id);
   const metrics = new Metrics();
   const tls = tlsFiles(c);
   const cert = readFileSync(tls.cert);
   const key = readFileSync(tls.key);
+  const clustered = c.members.length > 1;
+  const mesh = clustered
+    ? new PeerMesh({
+      self: c.node_id, members: c.members, clusterId: c.cluster_id, host: c.host, port: c.peer_port,
+      tls: { ca: readFileSync(tls.ca), cert, key },
+      queueMessagesMax: c.limits.peer_queue_messages_max,
+      snapshotTimeoutMs: c.snapshot_timeout_ms,
+      log, metrics,
+    })
+    : null;
+  /** The agent-plane address of a member, for 421 `primary_client_addr`. */
+  const agentUrlOf = (id: string | null | undefined) => c.members.find((m) => m.id === id)?.agent_url ?? null;
+  const notPrimary = (leader: string | null | undefined) =>
+    new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: agentUrlOf(leader) });
   const replica = await Replica.open({
     id: c.node_id,
-    peers: [c.node_id],
+    peers: clustered ? c.members.map((m) => m.id) : [c.node_id],
     dataDir: c.data_dir,
     raft: c.raft,
     tickIntervalMs: c.tick_interval_ms,
@@ -63,7 +75,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     proposalsInFlightMax: c.limits.proposals_in_flight_max,
     snapshotIntervalEntries: c.snapshot_interval_entries,
     cacheEntriesMax: c.store.cache_entries_max,
-    transport: noPeers,
+    transport: mesh ?? noPeers,
+    ...(mesh && c.forward_writes ? { forward: (leader: string, bytes: Uint8Array, timeoutMs: number) => mesh.forward(leader, bytes, timeoutMs) } : {}),
     log,
     metrics,
     ...(opts.wrapDb ? { wrapDb: opts.wrapDb } : {}),
@@ -79,15 +92,49 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     try {
       return await replica.propose(op);
     } catch (err) {
-      if (err instanceof NotLeaderError) throw new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: null });
+      if (err instanceof NotLeaderError) throw notPrimary(err.leader);
       if (err instanceof UnreadableOperation) throw new ApiError('malformed_request', `The ${op.type} operation is not valid.`, { issues: err.issues });
+      if (err instanceof ForwardRefused) {
+        if (err.body.error === 'not_primary') throw notPrimary(err.body.leader);
+        throw new ApiError(err.body.error as ErrorCode, err.body.message);
+      }
+      if (err instanceof ForwardFailed) {
+        throw new ApiError('commit_unavailable', 'The primary did not confirm the proposal in time; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.');
+      }
       throw err;
     }
   };
+  const readBarrier = async (): Promise<void> => {
+    try {
+      await replica.readBarrier();
+    } catch (err) {
+      if (err instanceof NotLeaderError) throw notPrimary(err.leader);
+      throw err;
+    }
+  };
+  if (mesh) {
+    await mesh.listen({
+      step: (m) => replica.step(m),
+      installSnapshot: (m, position, chunks) => replica.installSnapshot(m, position, chunks),
+      openSnapshot: () => replica.openSnapshot(),
+      propose: async (bytes) => {
+        try {
+          return replica.appendForwarded(bytes);
+        } catch (err) {
+          if (err instanceof NotLeaderError) throw Object.assign(err, { body: { error: 'not_primary', message: 'This replica is not the primary.', leader: err.leader } });
+          if (err instanceof UnreadableOperation) throw Object.assign(err, { body: { error: 'malformed_request', message: err.message } });
+          throw err;
+        }
+      },
+      reportSnapshot: (to, status) => replica.reportSnapshot(to, status),
+      reportUnreachable: (to) => replica.reportUnreachable(to),
+    });
+  }
   const node = {
     queries,
     submit,
-    readBarrier: () => replica.readBarrier(),
+    readBarrier,
+    isPrimary: () => replica.isLeader(),
     health: () => {
       const s = replica.status();
       const detail: Record<string, unknown> = { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex };
@@ -117,12 +164,15 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       ...node,
       position: () => replica.store.position,
       journal: () => replica.store.journal(),
-      cluster: () => ({ status: replica.status(), members: [{ id: c.node_id, agent_url: agentUrl }] }),
+      cluster: () => ({
+        status: replica.status(),
+        members: clustered ? c.members.map((m) => ({ id: m.id, agent_url: m.id === c.node_id ? agentUrl : m.agent_url })) : [{ id: c.node_id, agent_url: agentUrl }],
+      }),
       transferLeadership: (to) => {
         try {
           replica.transferLeadership(to);
         } catch (err) {
-          if (err instanceof NotLeaderError) throw new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: null });
+          if (err instanceof NotLeaderError) throw notPrimary(err.leader);
           throw err;
         }
       },
@@ -132,7 +182,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     openapi: withServer(readFileSync(OPENAPI_FILES.admin, 'utf8'), adminUrl),
   }));
   const servers = [agentServer, adminServer];
-  log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl }, 'node started');
+  log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl, ...(mesh ? { peer: mesh.port, members: c.members.map((m) => m.id) } : {}) }, 'node started');
   let closing: Promise<void> | null = null;
   return {
     config: c,
@@ -142,14 +192,35 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     adminUrl,
     log,
     close: () => (closing ??= (async () => {
+      if (mesh) await handOver(replica, log, c.commit_timeout_ms);
       await Promise.all(servers.map((s) => new Promise<void>((r) => {
         s.close(() => r());
         s.closeIdleConnections();
       })));
       await replica.close();
+      await mesh?.close();
       log.info({ event: 'node_stopped' }, 'node stopped');
     })()),
   };
+}
+
+/**
+ * A primary that stops hands leadership to its most up-to-date follower first, so a
+ * rolling restart costs no election timeout. Gives up after `timeoutMs`: then the
+ * followers elect a leader on their own.
+ */
+async function handOver(replica: Replica, log: Logger, timeoutMs: number): Promise<void> {
+  if (!replica.isLeader()) return;
+  const to = replica.bestTransferee();
+  if (to === null) return;
+  try {
+    replica.transferLeadership(to);
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (replica.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  log.info({ event: 'leadership_handed_over', to, done: !replica.isLeader() }, replica.isLeader() ? 'leadership transfer did not complete before stopping' : 'leadership handed over before stopping');
 }
 
 /**

@@ -91,8 +91,11 @@ const BODY: ErrorCode[] = ['malformed_request', 'payload_too_large'];
  * log could not read back.
  */
 const PROPOSAL: ErrorCode[] = ['malformed_request', 'not_primary', 'gateway_error', 'commit_unavailable'];
-/** A linearizable read (replica.ts readBarrier): the node stopping or failed, or the read unconfirmed in time. */
-const BARRIER: ErrorCode[] = ['gateway_error', 'commit_unavailable'];
+/**
+ * A linearizable read (replica.ts readBarrier): no primary known to this replica (a
+ * follower in an election), the node stopping or failed, or the read unconfirmed in time.
+ */
+const BARRIER: ErrorCode[] = ['not_primary', 'gateway_error', 'commit_unavailable'];
 /** An agent-plane read (gateway.ts reader): its query, the bearer attestation, the agent's binding, the barrier. */
 const AGENT_READ: ErrorCode[] = ['malformed_request', 'unknown_agent', 'attestation', ...BARRIER];
 /** Every /admin/v1 route: the admin token (admin-plane.ts). */

@@ -26,10 +26,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
-import { LevelLogStore, RawNode, seededRandom, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
+import { LevelLogStore, RawNode, seededRandom, type Boot, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
 import { ApiError } from './errors.js';
 import { applyBatch } from './apply-batch.js';
-import { LedgerStore, type WrapDb } from './ledger-store.js';
+import { LedgerStore, type SnapshotChunk, type WrapDb } from './ledger-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -49,6 +49,8 @@ export interface ReplicaOptions {
   snapshotIntervalEntries: number;
   cacheEntriesMax: number;
   transport: Transport;
+  /** forwards an operation's bytes to the primary; absent on a standalone node or with forward_writes off. */
+  forward?: (leader: NodeId, operation: Uint8Array, timeoutMs: number) => Promise<{ index: number; term: number }>;
   log: Logger;
   metrics: Metrics;
   /** wraps the state store's database (tests inject faults through it). */
@@ -90,11 +92,24 @@ export class NotLeaderError extends Error {
   }
 }
 
+/**
+ * How many applied results a member remembers, so that a forwarded proposal whose
+ * entry was applied here before the primary's answer arrived is still answered.
+ */
+const RECENT_RESULTS_MAX = 4096;
+
+const UNCONFIRMED = 'The commit could not be confirmed here; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.';
 const SHUTTING_DOWN = 'The node is shutting down; nothing was recorded. Resubmit to another replica.';
 const CANNOT_WRITE = 'The node cannot write its state; nothing was recorded. Resubmit to another replica.';
 
 export class Replica {
   private readonly waiters = new Map<number, Waiter>();
+  /** recent results by index, oldest first: [index, term, result]; at most RECENT_RESULTS_MAX. */
+  private readonly recent = new Map<number, { term: number; applied: Applied | null }>();
+  /** a received store waiting for Raft to accept the snapshot it belongs to. */
+  private received: { name: string; index: number } | null = null;
+  /** the term the waiters were registered in; a new term rejects the older ones. */
+  private term = 0;
   private readonly reads = new Map<string, ReadWaiter>();
   /** readPrefix makes ReadIndex contexts unique across restarts of this member. */
   private readonly readPrefix = `${randomBytes(6).toString('hex')}:`;
@@ -120,7 +135,7 @@ export class Replica {
     mkdirSync(opts.dataDir, { recursive: true });
     const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
     const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
-    const boot = await log.load();
+    const boot = await reconcile(log, await log.load(), store.position, opts.peers);
     const applied = store.position.applied;
     const compacted = boot.snapshot?.meta.index ?? 0;
     if (applied < compacted) {
@@ -200,23 +215,124 @@ export class Replica {
     const bytes = encodeOperation(op);
     const back = decodeOperation(bytes);
     if (!back.ok) return Promise.reject(new UnreadableOperation(back.issues));
+    const text = Buffer.from(bytes).toString('utf8');
+    if (this.isLeader() || this.opts.peers.length === 1) return this.proposeHere(bytes, back.value, text);
+    return this.proposeThroughPrimary(bytes, back.value, text);
+  }
+
+  /**
+   * Appends a forwarded operation's bytes to the log here, the primary, and answers
+   * where; the follower that forwarded it waits for the entry itself. The bytes are
+   * read back exactly as a local proposal's are.
+   */
+  appendForwarded(bytes: Uint8Array): { index: number; term: number } {
+    const refusal = this.refusal();
+    if (refusal) throw refusal;
+    const back = decodeOperation(bytes);
+    if (!back.ok) throw new UnreadableOperation(back.issues);
+    const r = this.raft.propose([bytes]);
+    if (!r.ok) {
+      if (r.code === 'not_leader') throw new NotLeaderError(r.leader);
+      throw new ApiError('gateway_error', `The operation could not be proposed (${r.code}); nothing was recorded. Resubmit.`);
+    }
+    this.kick();
+    return { index: r.firstIndex, term: r.term };
+  }
+
+  private proposeHere(bytes: Uint8Array, op: Operation, text: string): Promise<Applied> {
     const r = this.raft.propose([bytes]);
     if (!r.ok) {
       if (r.code === 'not_leader') return Promise.reject(new NotLeaderError(r.leader));
       return Promise.reject(new ApiError('gateway_error', `The operation could not be proposed (${r.code}); nothing was recorded. Resubmit.`));
     }
-    const index = r.firstIndex;
-    const promise = new Promise<Applied>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters.delete(index);
-        this.opts.metrics.proposalsInFlight.set(this.waiters.size);
-        reject(new ApiError('commit_unavailable', 'The commit could not be confirmed in time; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.'));
-      }, this.opts.commitTimeoutMs);
-      this.waiters.set(index, { term: r.term, op: back.value, text: Buffer.from(bytes).toString('utf8'), resolve, reject, timer });
-    });
-    this.opts.metrics.proposalsInFlight.set(this.waiters.size);
+    const promise = this.wait(r.firstIndex, r.term, op, text);
     this.kick();
     return promise;
+  }
+
+  /**
+   * A follower's proposal: the primary appends it and says at which index and term;
+   * this member then waits until it applies that entry itself and answers from its own
+   * state, which is the primary's to the byte (the state machine is deterministic).
+   */
+  private async proposeThroughPrimary(bytes: Uint8Array, op: Operation, text: string): Promise<Applied> {
+    const leader = this.raft.status().leader;
+    if (leader === null || !this.opts.forward) throw new NotLeaderError(leader);
+    const at = await this.opts.forward(leader, bytes, this.opts.commitTimeoutMs);
+    const known = this.recent.get(at.index);
+    if (known) {
+      if (known.term === at.term && known.applied) return known.applied;
+      throw new ApiError('gateway_error', 'The proposal was replaced by a new primary before it committed; nothing was recorded. Resubmit.');
+    }
+    if (this.store.position.applied >= at.index || at.term < this.term) throw new ApiError('commit_unavailable', UNCONFIRMED);
+    return this.wait(at.index, at.term, op, text);
+  }
+
+  /**
+   * Waits for the entry at (index, term). A waiter is removed by its own timer or by
+   * its entry; an older waiter at the same index (a proposal of an earlier term whose
+   * slot a new primary reused) is answered first, never overwritten.
+   */
+  private wait(index: number, term: number, op: Operation, text: string): Promise<Applied> {
+    const older = this.waiters.get(index);
+    if (older) {
+      this.waiters.delete(index);
+      clearTimeout(older.timer);
+      older.reject(new ApiError('commit_unavailable', UNCONFIRMED));
+    }
+    const promise = new Promise<Applied>((resolve, reject) => {
+      const w: Waiter = {
+        term, op, text, resolve, reject,
+        timer: setTimeout(() => {
+          if (this.waiters.get(index) === w) this.waiters.delete(index);
+          this.opts.metrics.proposalsInFlight.set(this.waiters.size);
+          reject(new ApiError('commit_unavailable', 'The commit could not be confirmed in time; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.'));
+        }, this.opts.commitTimeoutMs),
+      };
+      this.waiters.set(index, w);
+    });
+    this.opts.metrics.proposalsInFlight.set(this.waiters.size);
+    return promise;
+  }
+
+  /**
+   * Receives a streamed store for a snapshot message from the primary, then hands the
+   * message to Raft. The store is swapped in when Raft's Ready carries the snapshot,
+   * before Raft persists it, so the log never claims a prefix the store does not hold.
+   */
+  async installSnapshot(m: Message, position: { applied: number; term: number; stateHash: string }, chunks: AsyncIterable<SnapshotChunk>): Promise<void> {
+    const meta = m.snapshot?.meta;
+    if (!meta) throw new Error('a snapshot message without metadata');
+    if (position.applied < meta.index) throw new Error(`the streamed store is at ${position.applied}, below the snapshot's index ${meta.index}`);
+    if (position.applied <= this.store.position.applied) throw new Error(`this member already applied ${this.store.position.applied}, beyond the streamed store's ${position.applied}`);
+    const name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks);
+    this.received = { name, index: meta.index };
+    this.step(m);
+  }
+
+  /** Opens this member's store to stream it to a peer. */
+  openSnapshot(): ReturnType<LedgerStore['openSnapshot']> {
+    return this.store.openSnapshot();
+  }
+
+  reportSnapshot(to: NodeId, status: 'finish' | 'failure'): void {
+    this.raft.reportSnapshot(to, status === 'finish');
+    this.kick();
+  }
+
+  reportUnreachable(to: NodeId): void {
+    this.raft.reportUnreachable(to);
+    this.kick();
+  }
+
+  /** The most up-to-date other member, to hand leadership to; null if none is known. */
+  bestTransferee(): NodeId | null {
+    const progress = this.raft.status().progress ?? {};
+    let best: [NodeId, number] | null = null;
+    for (const [id, p] of Object.entries(progress)) {
+      if (id !== this.opts.id && p.recentActive && (best === null || p.match > best[1])) best = [id, p.match];
+    }
+    return best?.[0] ?? null;
   }
 
   /** Resolves once this member has applied everything committed before the call (ReadIndex). */
@@ -273,9 +389,9 @@ export class Replica {
   private async pump(): Promise<void> {
     while (this.raft.hasReady() && !this.failed) {
       const rd = this.raft.ready();
+      if (rd.snapshot) await this.swapInStore(rd.snapshot.meta.index);
       await this.persist(rd);
       this.opts.transport.send(rd.messages);
-      if (rd.snapshot) throw new Error(`a snapshot arrived from the leader (index ${rd.snapshot.meta.index}); installing one needs the peer mesh, which carries the store`);
       await this.applyEntries(rd.committedEntries);
       for (const rs of rd.readStates) this.onReadState(rs.index, Buffer.from(rs.context).toString());
       this.raft.advance(rd);
@@ -283,6 +399,28 @@ export class Replica {
       this.observe();
       await this.maybeCompact();
     }
+  }
+
+  /**
+   * Swaps in the store received for the snapshot Raft accepted. Requests waiting for
+   * entries the store now covers cannot be answered from their own apply any more:
+   * they are answered 503, and a retry with the same transaction id reads the outcome.
+   */
+  private async swapInStore(index: number): Promise<void> {
+    const received = this.received;
+    if (received === null || received.index !== index) throw new Error(`Raft accepted a snapshot at ${index} but no store was received for it`);
+    this.received = null;
+    await this.store.install(received.name);
+    const applied = this.store.position.applied;
+    for (const [at, w] of this.waiters) {
+      if (at > applied) continue;
+      this.waiters.delete(at);
+      clearTimeout(w.timer);
+      w.reject(new ApiError('commit_unavailable', UNCONFIRMED));
+    }
+    this.recent.clear();
+    this.snapshotIndex = Math.max(this.snapshotIndex, index);
+    this.opts.log.info({ event: 'snapshot_installed', index, applied }, 'state store installed from the primary');
   }
 
   private async persist(rd: Ready): Promise<void> {
@@ -306,7 +444,15 @@ export class Replica {
       if (batch[k]!.op!.op.type === 'SubmitIntent') this.opts.metrics.intents.inc({ outcome: outcomeLabel(a) });
     });
     if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
-    fresh.forEach((e, k) => this.settle(e, results[k] ?? null));
+    fresh.forEach((e, k) => {
+      this.remember(e, results[k] ?? null);
+      this.settle(e, results[k] ?? null);
+    });
+  }
+
+  private remember(e: Entry, applied: Applied | null): void {
+    this.recent.set(e.index, { term: e.term, applied });
+    if (this.recent.size > RECENT_RESULTS_MAX) this.recent.delete(this.recent.keys().next().value!);
   }
 
   /**
@@ -354,6 +500,7 @@ export class Replica {
 
   private observe(): void {
     const s = this.raft.status();
+    if (s.term > this.term) this.onNewTerm(s.term);
     const m = this.opts.metrics;
     m.appliedIndex.set(this.store.position.applied);
     m.commitIndex.set(s.commit);
@@ -361,6 +508,21 @@ export class Replica {
     m.isLeader.set(s.role === 'leader' ? 1 : 0);
     m.proposalsInFlight.set(this.waiters.size);
     m.storeCacheEntries.set(this.store.cacheSize);
+  }
+
+  /**
+   * A new term: a proposal of an earlier term may still commit (a new primary commits
+   * what it holds) or not, and this member can no longer tell; its waiter is answered
+   * 503, and a retry with the same transaction id is answered from the log.
+   */
+  private onNewTerm(term: number): void {
+    this.term = term;
+    for (const [at, w] of this.waiters) {
+      if (w.term >= term) continue;
+      this.waiters.delete(at);
+      clearTimeout(w.timer);
+      w.reject(new ApiError('commit_unavailable', UNCONFIRMED));
+    }
   }
 
   /**
@@ -419,6 +581,20 @@ export class Replica {
   get failure(): Error | null {
     return this.failed;
   }
+}
+
+/**
+ * A store that is ahead of the Raft log's last entry (it installed a streamed store,
+ * then the process stopped before Raft wrote the snapshot) gets the snapshot written
+ * now: the store's applied index and its entry's term, committed on the primary.
+ */
+async function reconcile(log: LevelLogStore, boot: Boot, position: { applied: number; term: number; head: string; stateHash: string }, peers: NodeId[]): Promise<Boot> {
+  const last = (boot.snapshot?.meta.index ?? 0) + boot.entries.length;
+  if (position.applied <= last) return boot;
+  const meta = { index: position.applied, term: position.term, members: peers };
+  const data = Buffer.from(JSON.stringify({ applied: position.applied, term: position.term, head: position.head, state_hash: position.stateHash }));
+  await log.save({ snapshot: { meta, data }, entries: [], hardState: { ...boot.hardState, term: Math.max(boot.hardState.term, position.term), commit: position.applied }, mustSync: true });
+  return log.load();
 }
 
 function outcomeLabel(a: Applied): string {

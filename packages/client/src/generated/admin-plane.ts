@@ -751,6 +751,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -825,6 +837,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };
@@ -1284,6 +1308,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -1349,6 +1385,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };
@@ -1426,6 +1474,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };
@@ -1624,6 +1684,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };
@@ -1827,6 +1899,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_policy";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };
@@ -2199,6 +2283,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -2408,6 +2504,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };
@@ -2850,6 +2958,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_usage";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };

@@ -511,6 +511,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -722,6 +734,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -814,6 +838,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_policy";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };
@@ -915,6 +951,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -1013,6 +1061,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_usage";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
                     };
                 };
             };

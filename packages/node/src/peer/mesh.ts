@@ -1,0 +1,453 @@
+/**
+ * The peer mesh: gRPC over mutual TLS 1.3 between the members of one cluster
+ * (proto/peer.proto). It carries Raft messages on one long-lived stream per ordered
+ * pair of members, streams the state store to a member behind the log's compaction,
+ * and forwards proposals from followers to the primary.
+ *
+ * Trust: every certificate is signed by the cluster CA; a peer is the node id its
+ * certificate names (subject CN, also a DNS name in the SAN), and that id must be a
+ * member. A Raft message whose `from` is not the certificate's id, or which names
+ * another cluster, is refused, logged and counted; it never reaches Raft.
+ *
+ * Limits: each outgoing stream has a bounded queue. Raft tolerates lost messages, so
+ * a full queue drops (and counts) rather than grows, and a broken stream tells Raft
+ * the peer is unreachable so it stops streaming appends blindly.
+ */
+import { createSecureContext, type PeerCertificate } from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+import protobuf from 'protobufjs';
+import { messageCodec, WireError, type Message, type MessageCodec, type NodeId } from '@apl/raft';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { SnapshotChunk, StorePosition } from '../ledger-store.js';
+import { PEER_DESCRIPTOR } from './descriptor.js';
+
+export interface MeshMember {
+  id: NodeId;
+  /** host:port of the member's peer listener. */
+  peer_addr: string;
+}
+
+/** What the mesh asks of the replica it serves. */
+export interface MeshHandlers {
+  step(m: Message): void;
+  /** Receives a streamed store and steps the snapshot message once the member holds it. */
+  installSnapshot(m: Message, position: Pick<StorePosition, 'applied' | 'term' | 'stateHash'>, chunks: AsyncIterable<SnapshotChunk>): Promise<void>;
+  /** Opens this member's store for streaming (LevelDB snapshot: writes go on meanwhile). */
+  openSnapshot(): Promise<{ position: StorePosition; chunks: AsyncGenerator<SnapshotChunk> }>;
+  /** Appends a forwarded operation to the log (primary only) and says where. */
+  propose(operation: Uint8Array): Promise<{ index: number; term: number }>;
+  reportSnapshot(to: NodeId, status: 'finish' | 'failure'): void;
+  reportUnreachable(to: NodeId): void;
+}
+
+export interface MeshOptions {
+  self: NodeId;
+  members: MeshMember[];
+  clusterId: string;
+  host: string;
+  port: number;
+  tls: { ca: Buffer; cert: Buffer; key: Buffer };
+  /** at most this many Raft messages wait for one peer's stream; beyond, they are dropped. */
+  queueMessagesMax: number;
+  /** a snapshot transfer that takes longer than this fails, and Raft may try again. */
+  snapshotTimeoutMs: number;
+  log: Logger;
+  metrics: Metrics;
+}
+
+/** A refusal by the primary of a forwarded proposal: its `{error, message}` body. */
+export class ForwardRefused extends Error {
+  constructor(readonly body: { error: string; message: string; leader?: string | null }) {
+    super(body.message);
+  }
+}
+
+/** A forwarded proposal whose fate is unknown: the primary could not be reached or did not answer in time. */
+export class ForwardFailed extends Error {}
+
+// ---- the service, from proto/peer.proto ----
+
+const root = protobuf.Root.fromJSON(PEER_DESCRIPTOR as protobuf.INamespace);
+const types = {
+  batch: root.lookupType('apl.peer.v1.RaftBatch'),
+  end: root.lookupType('apl.peer.v1.StreamEnd'),
+  chunk: root.lookupType('apl.peer.v1.SnapshotChunk'),
+  ack: root.lookupType('apl.peer.v1.SnapshotAck'),
+  proposeRequest: root.lookupType('apl.peer.v1.ProposeRequest'),
+  proposeReply: root.lookupType('apl.peer.v1.ProposeReply'),
+};
+
+interface RaftBatch { messages: Uint8Array[] }
+interface WireChunk { message?: Uint8Array; position?: { applied: unknown; term: unknown; stateHash: string } | null; seq: unknown; data: Uint8Array; digest: string }
+interface SnapshotAck { installed: boolean; reason: string }
+interface ProposeRequest { operation: Uint8Array }
+interface ProposeReply { index: unknown; term: unknown }
+
+function method<Req, Res>(name: string, requestStream: boolean, req: protobuf.Type, res: protobuf.Type): grpc.MethodDefinition<Req, Res> {
+  return {
+    path: `/apl.peer.v1.Peer/${name}`,
+    requestStream,
+    responseStream: false,
+    originalName: name,
+    requestSerialize: (v: Req) => Buffer.from(req.encode(req.fromObject(v as object)).finish()),
+    requestDeserialize: (b: Buffer) => req.decode(b) as unknown as Req,
+    responseSerialize: (v: Res) => Buffer.from(res.encode(res.fromObject(v as object)).finish()),
+    responseDeserialize: (b: Buffer) => res.decode(b) as unknown as Res,
+  };
+}
+
+const SERVICE = {
+  raft: method<RaftBatch, object>('Raft', true, types.batch, types.end),
+  snapshot: method<WireChunk, SnapshotAck>('Snapshot', true, types.chunk, types.ack),
+  propose: method<ProposeRequest, ProposeReply>('Propose', false, types.proposeRequest, types.proposeReply),
+} satisfies grpc.ServiceDefinition;
+
+/** gRPC's own cap on one message; a snapshot chunk is about 1 MiB, an append at most max_size_per_msg. */
+const MESSAGE_BYTES_MAX = 16 << 20;
+/** a batch on the Raft stream carries at most this many bytes of messages. */
+const BATCH_BYTES_MAX = 1 << 20;
+/** after a stream to a peer broke, wait this long before opening another. */
+const RECONNECT_MS = 100;
+const ERROR_KEY = 'apl-error';
+
+/** Server credentials that require a client certificate from the cluster CA and TLS 1.3. */
+class MutualTls13 extends grpc.ServerCredentials {
+  constructor(tls: MeshOptions['tls']) {
+    super({ requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3' }, { ca: tls.ca, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.3' });
+  }
+  _equals(other: grpc.ServerCredentials): boolean {
+    return other === this;
+  }
+}
+
+/**
+ * The member a certificate names: its subject CN, which must also be a DNS name of its
+ * SAN and a member id. Null for any other certificate.
+ */
+export function certificateIdentity(cert: PeerCertificate | undefined, members: ReadonlySet<NodeId>): NodeId | null {
+  const cn = cert?.subject?.CN;
+  if (typeof cn !== 'string' || !members.has(cn)) return null;
+  const dns = (cert!.subjectaltname ?? '').split(',').map((s) => s.trim()).filter((s) => s.startsWith('DNS:')).map((s) => s.slice(4));
+  return dns.includes(cn) ? cn : null;
+}
+
+export class PeerMesh {
+  private readonly codec: MessageCodec;
+  private readonly memberIds: ReadonlySet<NodeId>;
+  private readonly server = new grpc.Server({ 'grpc.max_receive_message_length': MESSAGE_BYTES_MAX, 'grpc.max_send_message_length': MESSAGE_BYTES_MAX });
+  private readonly links = new Map<NodeId, Link>();
+  private readonly transfers = new Set<NodeId>();
+  private handlers: MeshHandlers | null = null;
+  private closed = false;
+  /** the port the listener bound (the configured one, or the one the system chose for 0). */
+  port = 0;
+
+  constructor(private readonly o: MeshOptions) {
+    this.codec = messageCodec(o.clusterId);
+    this.memberIds = new Set(o.members.map((m) => m.id));
+    for (const m of o.members) {
+      if (m.id !== o.self) this.links.set(m.id, new Link(m, this.clientFor(m), o, () => this.handlers?.reportUnreachable(m.id)));
+    }
+  }
+
+  /** Binds the listener and starts serving the replica. */
+  async listen(handlers: MeshHandlers): Promise<void> {
+    this.handlers = handlers;
+    this.server.addService(SERVICE, {
+      raft: (call: grpc.ServerReadableStream<RaftBatch, object>, done: grpc.sendUnaryData<object>) => this.onRaftStream(call, done),
+      snapshot: (call: grpc.ServerReadableStream<WireChunk, SnapshotAck>, done: grpc.sendUnaryData<SnapshotAck>) => void this.onSnapshot(call, done),
+      propose: (call: grpc.ServerUnaryCall<ProposeRequest, ProposeReply>, done: grpc.sendUnaryData<ProposeReply>) => void this.onPropose(call, done),
+    });
+    const address = `${this.o.host.includes(':') ? `[${this.o.host}]` : this.o.host}:${this.o.port}`;
+    this.port = await new Promise<number>((resolve, reject) => {
+      this.server.bindAsync(address, new MutualTls13(this.o.tls), (err, port) => (err ? reject(err) : resolve(port)));
+    });
+  }
+
+  /** Queues Raft messages for their peers; a snapshot message starts a store transfer. */
+  send(messages: readonly Message[]): void {
+    for (const m of messages) {
+      const link = this.links.get(m.to);
+      if (!link || this.closed) continue;
+      if (m.type === 'snap') this.sendSnapshot(m, link);
+      else link.push(this.codec.encode(m));
+    }
+  }
+
+  /** Forwards an operation to the primary; resolves with where the primary put it. */
+  forward(leader: NodeId, operation: Uint8Array, timeoutMs: number): Promise<{ index: number; term: number }> {
+    const link = this.links.get(leader);
+    if (!link) return Promise.reject(new ForwardFailed(`${leader} is not a peer`));
+    return new Promise((resolve, reject) => {
+      link.client.makeUnaryRequest(SERVICE.propose.path, SERVICE.propose.requestSerialize, SERVICE.propose.responseDeserialize, { operation }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
+        if (err) {
+          const body = err.metadata?.get(ERROR_KEY)[0];
+          if (typeof body === 'string') reject(new ForwardRefused(JSON.parse(body) as ForwardRefused['body']));
+          else reject(new ForwardFailed(`the primary ${leader} did not answer: ${err.details || err.message}`));
+          return;
+        }
+        resolve({ index: u64(reply!.index), term: u64(reply!.term) });
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const link of this.links.values()) link.close();
+    await new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    this.server.forceShutdown();
+  }
+
+  // ---- incoming ----
+
+  /** The member the call's certificate names, or null after answering the call PERMISSION_DENIED. */
+  private caller(call: Pick<grpc.ServerUnaryCall<unknown, unknown>, 'getAuthContext' | 'getPeer'>): NodeId | null {
+    const id = certificateIdentity(call.getAuthContext().sslPeerCertificate, this.memberIds);
+    if (id === null || id === this.o.self) {
+      this.refuse('unknown_member', { peer: call.getPeer() }, 'a peer call under a certificate that names no other member was refused');
+      return null;
+    }
+    return id;
+  }
+
+  private onRaftStream(call: grpc.ServerReadableStream<RaftBatch, object>, done: grpc.sendUnaryData<object>): void {
+    const from = this.caller(call);
+    if (from === null) {
+      done({ code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+      return;
+    }
+    call.on('data', (batch: RaftBatch) => {
+      for (const bytes of batch.messages) {
+        const m = this.decodeFrom(from, bytes);
+        if (m) this.handlers!.step(m);
+      }
+    });
+    call.on('end', () => done(null, {}));
+    call.on('error', () => undefined);
+  }
+
+  /** Decodes a Raft message from a peer, or refuses (logs and counts) it and answers null. */
+  private decodeFrom(from: NodeId, bytes: Uint8Array): Message | null {
+    let m: Message;
+    try {
+      m = this.codec.decode(bytes);
+    } catch (err) {
+      const reason = err instanceof WireError && err.code === 'foreign_cluster' ? 'foreign_cluster' : 'malformed';
+      this.refuse(reason, { from, why: (err as Error).message }, 'a raft message was refused');
+      return null;
+    }
+    if (m.from !== from || m.to !== this.o.self) {
+      this.refuse('sender_mismatch', { certificate: from, from: m.from, to: m.to }, 'a raft message not from its certificate\'s member, or not to this one, was refused');
+      return null;
+    }
+    return m;
+  }
+
+  private refuse(reason: string, detail: Record<string, unknown>, text: string): void {
+    this.o.metrics.peerRefused.inc({ reason });
+    this.o.log.warn({ event: 'peer_refused', reason, ...detail }, text);
+  }
+
+  private async onSnapshot(call: grpc.ServerReadableStream<WireChunk, SnapshotAck>, done: grpc.sendUnaryData<SnapshotAck>): Promise<void> {
+    const from = this.caller(call);
+    if (from === null) {
+      done({ code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+      return;
+    }
+    const chunks = call[Symbol.asyncIterator]() as AsyncIterator<WireChunk>;
+    try {
+      const first = await chunks.next();
+      if (first.done || !first.value.message || !first.value.position) throw new Error('the stream does not begin with the snapshot message and the store position');
+      const m = this.decodeFrom(from, first.value.message);
+      if (!m || m.type !== 'snap' || !m.snapshot) throw new Error('the first chunk carries no snapshot message from this peer');
+      const p = first.value.position;
+      const position = { applied: u64(p.applied), term: u64(p.term), stateHash: p.stateHash };
+      async function* all(): AsyncGenerator<SnapshotChunk> {
+        let chunk: WireChunk | undefined = first.value as WireChunk;
+        while (chunk) {
+          yield { seq: u64(chunk.seq), data: chunk.data, digest: chunk.digest };
+          const next = await chunks.next();
+          chunk = next.done ? undefined : next.value;
+        }
+      }
+      await this.handlers!.installSnapshot(m, position, all());
+      this.o.metrics.peerSnapshots.inc({ direction: 'received', outcome: 'installed' });
+      done(null, { installed: true, reason: '' });
+    } catch (err) {
+      this.o.metrics.peerSnapshots.inc({ direction: 'received', outcome: 'failed' });
+      this.o.log.warn({ event: 'snapshot_receive_failed', from, err: (err as Error).message }, 'a streamed snapshot was not installed');
+      done(null, { installed: false, reason: (err as Error).message });
+    }
+  }
+
+  private async onPropose(call: grpc.ServerUnaryCall<ProposeRequest, ProposeReply>, done: grpc.sendUnaryData<ProposeReply>): Promise<void> {
+    if (this.caller(call) === null) {
+      done({ code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+      return;
+    }
+    try {
+      done(null, await this.handlers!.propose(call.request.operation));
+    } catch (err) {
+      const body = (err as { body?: unknown }).body ?? { error: 'gateway_error', message: (err as Error).message };
+      const metadata = new grpc.Metadata();
+      metadata.set(ERROR_KEY, JSON.stringify(body));
+      done({ code: grpc.status.FAILED_PRECONDITION, details: (err as Error).message, metadata });
+    }
+  }
+
+  // ---- outgoing ----
+
+  private clientFor(m: MeshMember): grpc.Client {
+    const context = createSecureContext({ ca: this.o.tls.ca, cert: this.o.tls.cert, key: this.o.tls.key, minVersion: 'TLSv1.3' });
+    const members = this.memberIds;
+    const credentials = grpc.credentials.createFromSecureContext(context, {
+      // The peer is known by the id its certificate names, whatever address it is reached at.
+      checkServerIdentity: (_host, cert) => (certificateIdentity(cert, members) === m.id ? undefined : new Error(`the certificate at ${m.peer_addr} does not name member ${m.id}`)),
+    });
+    return new grpc.Client(m.peer_addr, credentials, {
+      'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
+      'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
+      'grpc.keepalive_time_ms': 10_000,
+      'grpc.keepalive_timeout_ms': 5_000,
+      'grpc.initial_reconnect_backoff_ms': RECONNECT_MS,
+      'grpc.max_reconnect_backoff_ms': 2_000,
+    });
+  }
+
+  /**
+   * Streams this member's store to a peer behind the log's compaction: the Raft
+   * message carries the metadata, the chunks carry the store (at an applied index at
+   * or beyond it), and Raft learns the outcome through reportSnapshot. One transfer
+   * per peer at a time.
+   */
+  private sendSnapshot(m: Message, link: Link): void {
+    if (this.transfers.has(m.to) || !this.handlers) return;
+    this.transfers.add(m.to);
+    const handlers = this.handlers;
+    const finish = (ok: boolean, why: string) => {
+      this.transfers.delete(m.to);
+      this.o.metrics.peerSnapshots.inc({ direction: 'sent', outcome: ok ? 'installed' : 'failed' });
+      this.o.log[ok ? 'info' : 'warn']({ event: 'snapshot_sent', to: m.to, index: m.snapshot?.meta.index, ok, why }, ok ? 'snapshot installed by peer' : 'snapshot transfer failed');
+      if (!this.closed) handlers.reportSnapshot(m.to, ok ? 'finish' : 'failure');
+    };
+    void (async () => {
+      const { position, chunks } = await handlers.openSnapshot();
+      const message = this.codec.encode({ ...m, snapshot: { meta: m.snapshot!.meta, data: new Uint8Array() } });
+      const result = new Promise<SnapshotAck>((resolve, reject) => {
+        const call = link.client.makeClientStreamRequest(SERVICE.snapshot.path, SERVICE.snapshot.requestSerialize, SERVICE.snapshot.responseDeserialize, new grpc.Metadata(), { deadline: Date.now() + this.o.snapshotTimeoutMs }, (err, ack) => (err ? reject(err) : resolve(ack!)));
+        void (async () => {
+          let first = true;
+          try {
+            for await (const c of chunks) {
+              const chunk: WireChunk = { seq: c.seq, data: c.data, digest: c.digest, ...(first ? { message, position: { applied: position.applied, term: position.term, stateHash: position.stateHash } } : {}) };
+              first = false;
+              if (!call.write(chunk)) await new Promise((r) => call.once('drain', r));
+            }
+            call.end();
+          } catch (err) {
+            call.cancel();
+            reject(err as Error);
+          }
+        })();
+      });
+      const ack = await result;
+      finish(ack.installed, ack.reason);
+    })().catch((err: Error) => finish(false, err.message));
+  }
+}
+
+/** One outgoing Raft stream to a peer, with its bounded queue. */
+class Link {
+  private queue: Uint8Array[] = [];
+  private call: grpc.ClientWritableStream<RaftBatch> | null = null;
+  private waiting = false;
+  private scheduled = false;
+  private retryAt = 0;
+  private closed = false;
+  readonly client: grpc.Client;
+
+  constructor(
+    private readonly member: MeshMember,
+    client: grpc.Client,
+    private readonly o: MeshOptions,
+    private readonly unreachable: () => void,
+  ) {
+    this.client = client;
+  }
+
+  push(bytes: Uint8Array): void {
+    if (this.queue.length >= this.o.queueMessagesMax) {
+      this.o.metrics.peerDropped.inc({ peer: this.member.id });
+      return;
+    }
+    this.queue.push(bytes);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.flush();
+      });
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    this.call?.end();
+    this.call = null;
+    this.client.close();
+  }
+
+  /** Writes the queue in batches while the stream takes them; waits for 'drain' when it does not. */
+  private flush(): void {
+    if (this.closed || this.waiting || this.queue.length === 0) return;
+    const call = this.call ?? this.open();
+    if (!call) return;
+    while (this.queue.length > 0) {
+      const messages: Uint8Array[] = [];
+      let bytes = 0;
+      while (this.queue.length > 0 && (messages.length === 0 || bytes + this.queue[0]!.length <= BATCH_BYTES_MAX)) {
+        const m = this.queue.shift()!;
+        bytes += m.length;
+        messages.push(m);
+      }
+      if (!call.write({ messages })) {
+        this.waiting = true;
+        call.once('drain', () => {
+          this.waiting = false;
+          this.flush();
+        });
+        return;
+      }
+    }
+  }
+
+  /** Opens the stream, unless one broke moments ago: then the queue waits (and overflows) until the retry time. */
+  private open(): grpc.ClientWritableStream<RaftBatch> | null {
+    const now = Date.now();
+    if (now < this.retryAt) {
+      setTimeout(() => this.flush(), this.retryAt - now);
+      return null;
+    }
+    const call = this.client.makeClientStreamRequest(SERVICE.raft.path, SERVICE.raft.requestSerialize, SERVICE.raft.responseDeserialize, (err) => {
+      if (this.call === call) this.call = null;
+      this.waiting = false;
+      if (err && !this.closed) {
+        this.retryAt = Date.now() + RECONNECT_MS;
+        this.o.metrics.peerDropped.inc({ peer: this.member.id }, this.queue.length);
+        this.queue = [];
+        this.unreachable();
+      }
+    });
+    this.call = call;
+    return call;
+  }
+}
+
+/** A decoded uint64 (a number, or a Long beyond 32 bits) as a safe integer. */
+function u64(v: unknown): number {
+  if (typeof v === 'number') return v;
+  const long = v as { high: number; low: number };
+  if (long.high >>> 0 >= 0x200000) throw new Error('a 64-bit value beyond 2^53 arrived from a peer');
+  return (long.high >>> 0) * 0x1_0000_0000 + (long.low >>> 0);
+}

@@ -1,0 +1,157 @@
+/**
+ * Test support: a cluster of real server processes on 127.0.0.1, each with its own
+ * data directory, free ports for its three listeners and the test CA's certificate
+ * for its id. Members can be killed, stopped, restarted and paused; every process is
+ * killed when the test process exits.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { nodeEnv, spawnNode, type NodeProcess } from './process.js';
+import { Client, Issuer, TOKENS, testCerts, type Response } from './node.js';
+import { contract } from './contract.js';
+
+export interface Member {
+  id: string;
+  peer_addr: string;
+  agent_url: string;
+  admin_url: string;
+  ports: { agent: number; admin: number; peer: number };
+}
+
+/** One member's planes, as the test sees them (a TestNode-like handle for bootstrap()). */
+export interface MemberHandle {
+  id: string;
+  agent: Client;
+  admin: Client;
+  issuer: Issuer;
+  adm(who: keyof typeof TOKENS, method: string, path: string, body?: unknown): Promise<Response>;
+  api(method: string, path: string, opts?: { body?: unknown; raw?: string; token?: string; headers?: Record<string, string> }): Promise<Response>;
+}
+
+export interface Cluster {
+  members: Member[];
+  dirs: Record<string, string>;
+  issuer: Issuer;
+  handle(id: string): MemberHandle;
+  process(id: string): NodeProcess | null;
+  start(id: string, env?: Record<string, string>): Promise<NodeProcess>;
+  kill(id: string): Promise<void>;
+  stop(id: string): Promise<void>;
+  /** The member every live member names as leader, once they agree; throws after `timeoutMs`. */
+  leader(timeoutMs?: number): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `ids` as one cluster; `env` adds APL_ settings to every member. */
+export async function startCluster(opts: { ids?: string[]; env?: Record<string, string>; clusterId?: string } = {}): Promise<Cluster> {
+  const ids = opts.ids ?? ['n1', 'n2', 'n3'];
+  const certs = testCerts();
+  const members: Member[] = [];
+  for (const id of ids) {
+    const ports = { agent: await freePort(), admin: await freePort(), peer: await freePort() };
+    members.push({ id, ports, peer_addr: `127.0.0.1:${ports.peer}`, agent_url: `https://127.0.0.1:${ports.agent}`, admin_url: `https://127.0.0.1:${ports.admin}` });
+  }
+  const dirs = Object.fromEntries(ids.map((id) => [id, mkdtempSync(join(tmpdir(), `apl-cluster-${id}-`))]));
+  const issuer = await Issuer.create();
+  const processes = new Map<string, NodeProcess>();
+  const clients = new Map<string, { agent: Client; admin: Client }>();
+  const memberList = JSON.stringify(members.map(({ id, peer_addr, agent_url, admin_url }) => ({ id, peer_addr, agent_url, admin_url })));
+
+  const envOf = (m: Member, extra: Record<string, string>) => nodeEnv(dirs[m.id]!, {
+    APL_NODE_ID: m.id,
+    APL_AGENT_PORT: String(m.ports.agent),
+    APL_ADMIN_PORT: String(m.ports.admin),
+    APL_PEER_PORT: String(m.ports.peer),
+    APL_MEMBERS: memberList,
+    APL_CLUSTER_ID: opts.clusterId ?? 'apl-test-cluster',
+    APL_TLS_CERT: join(certs.dir, `${m.id}.pem`),
+    APL_TLS_KEY: join(certs.dir, `${m.id}-key.pem`),
+    APL_TICK_INTERVAL_MS: '3600000',
+    APL_RAFT_TICK_MS: '50',
+    ...opts.env,
+    ...extra,
+  });
+  const member = (id: string) => {
+    const m = members.find((x) => x.id === id);
+    if (!m) throw new Error(`${id} is not a member`);
+    return m;
+  };
+  const start = async (id: string, extra: Record<string, string> = {}) => {
+    const p = await spawnNode(envOf(member(id), extra), { startTimeoutMs: 30_000 });
+    processes.set(id, p);
+    return p;
+  };
+  const clientsOf = (id: string) => {
+    let c = clients.get(id);
+    if (!c) {
+      const m = member(id);
+      c = { agent: new Client(m.agent_url, certs.ca), admin: new Client(m.admin_url, certs.ca) };
+      clients.set(id, c);
+    }
+    return c;
+  };
+  const cluster: Cluster = {
+    members, dirs, issuer,
+    handle: (id) => {
+      const c = clientsOf(id);
+      const checked = async (plane: 'agent' | 'admin', p: Promise<Response>, method: string, path: string) => {
+        const r = await p;
+        contract(plane, method, path, r);
+        return r;
+      };
+      return {
+        id, agent: c.agent, admin: c.admin, issuer,
+        adm: (who, method, path, body) => checked('admin', c.admin.request(method, path, { body, token: TOKENS[who] }), method, path),
+        api: (method, path, o = {}) => checked('agent', c.agent.request(method, path, o), method, path),
+      };
+    },
+    process: (id) => processes.get(id) ?? null,
+    start,
+    kill: async (id) => {
+      await processes.get(id)?.kill();
+      processes.delete(id);
+    },
+    stop: async (id) => {
+      await processes.get(id)?.stop();
+      processes.delete(id);
+    },
+    leader: async (timeoutMs = 10_000) => {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const views = await Promise.all([...processes.keys()].map(async (id) => {
+          const r = await clientsOf(id).admin.request('GET', '/admin/v1/cluster', { token: TOKENS.operator }).catch(() => null);
+          return r?.status === 200 ? (r.body as { leader: string | null; role: string; node: string }) : null;
+        }));
+        const leaders = new Set(views.map((v) => v?.leader ?? null));
+        const [only] = leaders;
+        if (leaders.size === 1 && only && views.some((v) => v?.node === only && v.role === 'leader')) return only;
+        if (Date.now() > deadline) throw new Error(`no agreed leader within ${timeoutMs} ms: ${JSON.stringify(views)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    close: async () => {
+      for (const c of clients.values()) {
+        c.agent.close();
+        c.admin.close();
+      }
+      await Promise.all([...processes.values()].map((p) => p.kill()));
+      processes.clear();
+      for (const d of Object.values(dirs)) rmSync(d, { recursive: true, force: true });
+    },
+  };
+  await Promise.all(ids.map((id) => start(id)));
+  return cluster;
+}
