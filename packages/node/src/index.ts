@@ -12,3 +12,4 @@ export { createLogger, type Logger } from './log.js';
 export type { AdminPrincipal } from './admin-plane.js';
 export { LedgerStore, type SnapshotChunk, type StorePosition, type WrapDb } from './ledger-store.js';
 export { applyBatch, type BatchEntry } from './apply-batch.js';
+export { PEER_SERVICE, certificateIdentity } from './peer/mesh.js';

@@ -97,7 +97,7 @@ function method<Req, Res>(name: string, requestStream: boolean, req: protobuf.Ty
   };
 }
 
-const SERVICE = {
+export const PEER_SERVICE = {
   raft: method<RaftBatch, object>('Raft', true, types.batch, types.end),
   snapshot: method<WireChunk, SnapshotAck>('Snapshot', true, types.chunk, types.ack),
   propose: method<ProposeRequest, ProposeReply>('Propose', false, types.proposeRequest, types.proposeReply),
@@ -154,7 +154,7 @@ export class PeerMesh {
   /** Binds the listener and starts serving the replica. */
   async listen(handlers: MeshHandlers): Promise<void> {
     this.handlers = handlers;
-    this.server.addService(SERVICE, {
+    this.server.addService(PEER_SERVICE, {
       raft: (call: grpc.ServerReadableStream<RaftBatch, object>, done: grpc.sendUnaryData<object>) => this.onRaftStream(call, done),
       snapshot: (call: grpc.ServerReadableStream<WireChunk, SnapshotAck>, done: grpc.sendUnaryData<SnapshotAck>) => void this.onSnapshot(call, done),
       propose: (call: grpc.ServerUnaryCall<ProposeRequest, ProposeReply>, done: grpc.sendUnaryData<ProposeReply>) => void this.onPropose(call, done),
@@ -180,7 +180,7 @@ export class PeerMesh {
     const link = this.links.get(leader);
     if (!link) return Promise.reject(new ForwardFailed(`${leader} is not a peer`));
     return new Promise((resolve, reject) => {
-      link.client.makeUnaryRequest(SERVICE.propose.path, SERVICE.propose.requestSerialize, SERVICE.propose.responseDeserialize, { operation }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
+      link.client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, { operation }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
         if (err) {
           const body = err.metadata?.get(ERROR_KEY)[0];
           if (typeof body === 'string') reject(new ForwardRefused(JSON.parse(body) as ForwardRefused['body']));
@@ -195,7 +195,8 @@ export class PeerMesh {
   async close(): Promise<void> {
     this.closed = true;
     for (const link of this.links.values()) link.close();
-    await new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    // Peers hold their streams open for as long as they live: a graceful shutdown
+    // would wait for them. Raft loses nothing it cannot resend, so cut them.
     this.server.forceShutdown();
   }
 
@@ -335,7 +336,7 @@ export class PeerMesh {
       const { position, chunks } = await handlers.openSnapshot();
       const message = this.codec.encode({ ...m, snapshot: { meta: m.snapshot!.meta, data: new Uint8Array() } });
       const result = new Promise<SnapshotAck>((resolve, reject) => {
-        const call = link.client.makeClientStreamRequest(SERVICE.snapshot.path, SERVICE.snapshot.requestSerialize, SERVICE.snapshot.responseDeserialize, new grpc.Metadata(), { deadline: Date.now() + this.o.snapshotTimeoutMs }, (err, ack) => (err ? reject(err) : resolve(ack!)));
+        const call = link.client.makeClientStreamRequest(PEER_SERVICE.snapshot.path, PEER_SERVICE.snapshot.requestSerialize, PEER_SERVICE.snapshot.responseDeserialize, new grpc.Metadata(), { deadline: Date.now() + this.o.snapshotTimeoutMs }, (err, ack) => (err ? reject(err) : resolve(ack!)));
         void (async () => {
           let first = true;
           try {
@@ -429,7 +430,7 @@ class Link {
       setTimeout(() => this.flush(), this.retryAt - now);
       return null;
     }
-    const call = this.client.makeClientStreamRequest(SERVICE.raft.path, SERVICE.raft.requestSerialize, SERVICE.raft.responseDeserialize, (err) => {
+    const call = this.client.makeClientStreamRequest(PEER_SERVICE.raft.path, PEER_SERVICE.raft.requestSerialize, PEER_SERVICE.raft.responseDeserialize, (err) => {
       if (this.call === call) this.call = null;
       this.waiting = false;
       if (err && !this.closed) {

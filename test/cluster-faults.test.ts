@@ -1,0 +1,142 @@
+// Proves what a cluster answers under real faults, with three node processes:
+// 421 not_primary when forwarding is off (naming the primary) and when no primary is
+// known (naming none); 503 commit_unavailable when the primary is cut off from both
+// followers, and the retry with the same transaction id posting once; a member
+// behind the log's compaction catching up by the chunked store stream; and a primary
+// stopped with SIGTERM handing leadership over before it exits.
+import t from 'tap';
+import { verifyExport } from '@apl/core';
+import { AGENT_A, TOKENS, bootstrap, envelope } from './support/node.js';
+import { startCluster, type Cluster } from './support/cluster.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function ready(c: Cluster, id: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await c.handle(id).agent.request('GET', '/readyz').catch(() => null))?.status !== 200) {
+    if (Date.now() > deadline) throw new Error(`${id} is not ready: ${c.process(id)?.output()}`);
+    await sleep(50);
+  }
+}
+
+async function metric(c: Cluster, id: string, pattern: RegExp): Promise<number> {
+  const r = await c.handle(id).admin.request('GET', '/metrics', { token: TOKENS.operator });
+  const m = pattern.exec(r.text);
+  return m ? Number(m[1]) : 0;
+}
+
+t.test('421 not_primary: forwarding off names the primary; no known primary names none', async (t) => {
+  const c = await startCluster({ env: { APL_FORWARD_WRITES: 'false' } });
+  t.teardown(() => c.close());
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const att = await c.issuer.sign(AGENT_A);
+  const [follower, third] = c.members.map((m) => m.id).filter((id) => id !== leader);
+  const r = await c.handle(follower!).api('POST', '/api/v1/intents', { body: envelope(att) });
+  t.equal(r.status, 421);
+  t.same(r.body, { error: 'not_primary', message: 'This replica is not the primary.', primary_client_addr: c.members.find((m) => m.id === leader)!.agent_url });
+  const admin = await c.handle(follower!).adm('operator', 'POST', '/admin/v1/parties', { id: 'party_more' });
+  t.equal(admin.status, 421, 'an admin mutation on a follower too');
+
+  await c.kill(leader);
+  await c.kill(third!);
+  const deadline = Date.now() + 10_000;
+  let alone = await c.handle(follower!).api('POST', '/api/v1/intents', { body: envelope(att) });
+  while (alone.body.primary_client_addr !== null && Date.now() < deadline) {
+    await sleep(100);
+    alone = await c.handle(follower!).api('POST', '/api/v1/intents', { body: envelope(att) });
+  }
+  t.equal(alone.status, 421);
+  t.same(alone.body, { error: 'not_primary', message: 'This replica is not the primary.', primary_client_addr: null }, 'with no primary known, none is named');
+  const read = await c.handle(follower!).api('GET', '/api/v1/transactions/txn_none', { token: att });
+  t.equal(read.status, 421, 'a linearizable read with no primary known answers 421, not 500');
+  const local = await c.handle(follower!).api('GET', '/api/v1/transactions/txn_none?consistency=local', { token: att });
+  t.equal(local.status, 404, 'a local read is still served');
+});
+
+t.test('503 commit_unavailable when the primary is cut off, and the retry posts once', async (t) => {
+  const c = await startCluster({ env: { APL_COMMIT_TIMEOUT_MS: '1500' } });
+  t.teardown(async () => {
+    for (const m of c.members) {
+      const p = c.process(m.id);
+      if (p?.alive()) process.kill(p.pid, 'SIGCONT');
+    }
+    await c.close();
+  });
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const att = await c.issuer.sign(AGENT_A);
+  const followers = c.members.map((m) => m.id).filter((id) => id !== leader);
+  for (const id of followers) process.kill(c.process(id)!.pid, 'SIGSTOP');
+  const body = envelope(att, { minor: 4242 });
+  const cut = await c.handle(leader).api('POST', '/api/v1/intents', { body });
+  t.equal(cut.status, 503);
+  t.equal(cut.body.error, 'commit_unavailable');
+  t.match(cut.body.message, /may or may not have been recorded/);
+  for (const id of followers) process.kill(c.process(id)!.pid, 'SIGCONT');
+
+  const now = await c.leader(10_000);
+  let retry = await c.handle(now).api('POST', '/api/v1/intents', { body });
+  for (let k = 0; retry.status === 503 && k < 20; k++) {
+    await sleep(200);
+    retry = await c.handle(now).api('POST', '/api/v1/intents', { body });
+  }
+  t.equal(retry.status, 200, `the retry is answered: ${retry.text.slice(0, 200)}`);
+  const exported = await c.handle(now).adm('operator', 'GET', '/admin/v1/log/export');
+  const posted = exported.text.split('\n').filter((l) => l.includes(`"transaction":"${body.transaction as string}"`) && l.includes('"SubmitIntent"'));
+  t.equal(posted.length, 1, 'the transaction is in the log once');
+  t.ok(verifyExport(exported.text).ok, 'and the export verifies');
+});
+
+t.test('a member behind compaction catches up by the chunked store stream', async (t) => {
+  const c = await startCluster({ env: { APL_SNAPSHOT_INTERVAL_ENTRIES: '20' } });
+  t.teardown(() => c.close());
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const att = await c.issuer.sign(AGENT_A);
+  const behind = c.members.map((m) => m.id).find((id) => id !== leader)!;
+  await c.kill(behind);
+  const txns: string[] = [];
+  for (let k = 0; k < 80; k++) {
+    const body = envelope(att, { minor: 1 + k });
+    const r = await c.handle(leader).api('POST', '/api/v1/intents', { body });
+    t.equal(r.status, 200);
+    txns.push(body.transaction as string);
+  }
+  await c.start(behind);
+  await ready(c, behind);
+  const deadline = Date.now() + 15_000;
+  while ((await metric(c, behind, /apl_peer_snapshots_total\{direction="received",outcome="installed"\} (\d+)/)) < 1) {
+    if (Date.now() > deadline) throw new Error(`no snapshot installed on ${behind}: ${c.process(behind)!.output()}`);
+    await sleep(100);
+  }
+  t.pass(`${behind} installed the primary's store`);
+  t.ok(await metric(c, leader, /apl_peer_snapshots_total\{direction="sent",outcome="installed"\} (\d+)/) >= 1, 'the primary counts the transfer');
+  const a = (await c.handle(leader).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  let b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  for (let k = 0; b.applied_index < a.applied_index && k < 100; k++) {
+    await sleep(50);
+    b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  }
+  t.equal(b.state_hash, a.state_hash, 'same state hash');
+  t.equal(b.digest, a.digest, 'same digest');
+  const exported = await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/export');
+  const v = verifyExport(exported.text);
+  t.ok(v.ok && v.state_hash === b.state_hash, 'its export is complete and verifies');
+  const read = await c.handle(behind).api('GET', `/api/v1/transactions/${txns[0]}?consistency=local`, { token: att });
+  t.equal(read.status, 200, 'it reads what it never received as entries');
+});
+
+t.test('SIGTERM on the primary hands leadership over before the process exits', async (t) => {
+  const c = await startCluster();
+  t.teardown(() => c.close());
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const p = c.process(leader)!;
+  const stopped = Date.now();
+  await c.stop(leader);
+  t.match(p.output(), /"event":"leadership_handed_over"[^\n]*"done":true/, 'the old primary handed over');
+  const next = await c.leader(5_000);
+  t.not(next, leader);
+  t.ok(Date.now() - stopped < 3_000, `a new primary ${Date.now() - stopped} ms after SIGTERM`);
+});
