@@ -370,7 +370,7 @@ t.test('GET /admin/v1/cluster reports the single member', async (t) => {
   t.equal(applied_index, commit_index, 'everything committed is applied');
   t.strictSame(r.body, {
     node: 'n1', role: 'leader', term, leader: 'n1', commit_index, applied_index,
-    members: [{ id: 'n1', agent_url: n.node.agentUrl, role: 'leader', match_index: commit_index }],
+    members: [{ id: 'n1', agent_url: n.node.agentUrl, role: 'leader', match_index: commit_index, lag: 0 }],
   });
 });
 

@@ -39,6 +39,11 @@ t.test('three processes: writes through every replica, a primary killed, the old
   const first = await c.leader();
   t.ok(['n1', 'n2', 'n3'].includes(first), `a primary is elected (${first})`);
   const follower = c.members.map((m) => m.id).find((id) => id !== first)!;
+  const view = (await c.handle(first).adm('operator', 'GET', '/admin/v1/cluster')).body;
+  t.equal(view.members.length, 3, 'the primary lists every member');
+  t.ok(view.members.every((m: { lag: number | null }) => typeof m.lag === 'number'), 'with each one\'s lag');
+  const ready = await c.handle(follower).agent.request('GET', '/readyz');
+  t.equal(ready.status, 200, 'a follower that knows the primary and has applied its commit is ready');
   await bootstrap(c.handle(follower));
   const att = await c.issuer.sign(AGENT_A);
 

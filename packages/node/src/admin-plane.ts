@@ -199,6 +199,7 @@ export function adminApp(o: AdminOptions): express.Express {
         id: m.id, agent_url: m.agent_url,
         role: m.id === s.leader ? 'leader' : 'follower',
         match_index: s.progress?.[m.id]?.match ?? null,
+        lag: s.progress?.[m.id] ? Math.max(0, s.commit - s.progress[m.id]!.match) : null,
       })),
     });
   });

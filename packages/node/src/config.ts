@@ -67,6 +67,11 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   /** dev_setup makes missing development certificates and admin tokens on start. */
   dev_setup: z.boolean().default(true),
+  /**
+   * admin_client_certs: the admin plane also requires a client certificate signed by
+   * the cluster CA (certs/dev-certs.sh --client <name>), beside the bearer token.
+   */
+  admin_client_certs: z.boolean().default(false),
   /** admin_tokens_file holds `{name: {token, roles}}`; null means `<data_dir>/admin-tokens.json`. */
   admin_tokens_file: z.string().nullable().default(null),
   /** admin_principals are admin bearer tokens given by their SHA-256. */

@@ -36,13 +36,17 @@ export function devSetup(c: Config): string[] {
     made.push(`development CA and certificate in ${dirname(tls.cert)}`);
   }
   const tokens = tokensFile(c);
-  if (!existsSync(tokens)) {
-    mkdirSync(dirname(tokens), { recursive: true });
-    const file = Object.fromEntries(DEV_PRINCIPALS.map(([name, roles]) => [name, { token: randomBytes(24).toString('base64url'), roles }]));
-    writeFileSync(tokens, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
-    made.push(`development admin tokens in ${tokens}`);
-  }
+  if (writeDevTokens(tokens)) made.push(`development admin tokens in ${tokens}`);
   return made;
+}
+
+/** Writes the development principals' tokens to `path` unless it exists; says whether it wrote. */
+export function writeDevTokens(path: string): boolean {
+  if (existsSync(path)) return false;
+  mkdirSync(dirname(path), { recursive: true });
+  const file = Object.fromEntries(DEV_PRINCIPALS.map(([name, roles]) => [name, { token: randomBytes(24).toString('base64url'), roles }]));
+  writeFileSync(path, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
+  return true;
 }
 
 /** The admin principals: those configured by token hash, and those of the tokens file. */

@@ -4,7 +4,7 @@
  */
 export { startNode, OPENAPI_FILES, type RunningNode } from './node.js';
 export { loadConfig, ConfigSchema, ConfigError, envName, tlsFiles, tokensFile, type Config } from './config.js';
-export { devSetup, loadPrincipals, CERT_SCRIPT } from './devsetup.js';
+export { devSetup, loadPrincipals, writeDevTokens, CERT_SCRIPT } from './devsetup.js';
 export { paserkId, toPaserk, verifyPaseto, Attestor } from './attest.js';
 export { agentDocument, adminDocument, renderDocuments } from './openapi.js';
 export { STATUS, type ErrorCode } from './errors.js';

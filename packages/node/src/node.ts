@@ -157,7 +157,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), agentUrl),
   }));
-  const adminServer = await listen(createServer(tlsOptions), c.admin_port, c.host);
+  const adminTls = c.admin_client_certs ? { ...tlsOptions, ca: readFileSync(tls.ca), requestCert: true, rejectUnauthorized: true } : tlsOptions;
+  const adminServer = await listen(createServer(adminTls), c.admin_port, c.host);
   const adminUrl = url(adminServer);
   adminServer.on('request', adminApp({
     node: {

@@ -175,7 +175,8 @@ export const ClusterView = z.strictObject({
   applied_index: z.number().int(),
   members: z.array(z.strictObject({
     id: z.string(), agent_url: z.string().nullable(), role: z.string(),
-    match_index: z.number().int().nullable(),
+    match_index: z.number().int().nullable().meta({ description: 'The highest log index the primary knows the member holds; null unless this replica is the primary.' }),
+    lag: z.number().int().nullable().meta({ description: 'Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary.' }),
   })),
 });
 export const DigestView = z.strictObject({ applied_index: z.number().int(), tick, digest: Sha256Hex, state_hash: Sha256Hex });

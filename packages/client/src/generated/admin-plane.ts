@@ -419,6 +419,9 @@ export type components = {
             members: {
                 agent_url: string | null;
                 id: string;
+                /** @description Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary. */
+                lag: number | null;
+                /** @description The highest log index the primary knows the member holds; null unless this replica is the primary. */
                 match_index: number | null;
                 role: string;
             }[];

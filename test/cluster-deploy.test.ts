@@ -1,0 +1,115 @@
+// Proves the deployment files agree with each other, since no container engine runs
+// here to try them: docker-compose.yml mounts each node's config from deploy/, the
+// certificates and tokens where the configs look for them, and a data volume where
+// the config keeps its data, and publishes the ports the configs listen on and
+// advertise; the member lists agree. Then `npm run cluster` runs the same configs as
+// local processes (on free ports, in a scratch directory), a primary is elected, and
+// `npm run cluster:stop` stops them all. And an admin plane that requires client
+// certificates refuses a caller without one.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import t from 'tap';
+import { parse } from 'yaml';
+import { ConfigSchema } from '@apl/node';
+import { REPO } from './support/process.js';
+import { TOKENS, startTestNode, testCerts } from './support/node.js';
+
+const IDS = ['n1', 'n2', 'n3'];
+const compose = parse(readFileSync(join(REPO, 'docker-compose.yml'), 'utf8')) as { services: Record<string, { hostname?: string; ports?: string[]; volumes?: string[] }> };
+const configs = Object.fromEntries(IDS.map((id) => [id, ConfigSchema.parse(JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')))]));
+const dockerfile = readFileSync(join(REPO, 'deploy', 'Dockerfile'), 'utf8');
+
+t.test('docker-compose.yml and deploy/ agree', async (t) => {
+  t.same(Object.keys(compose.services).sort(), IDS, 'one service per config');
+  t.match(dockerfile, /CMD \["--config", "\/etc\/apl\/config.json"\]/, 'the image reads /etc/apl/config.json');
+  for (const id of IDS) {
+    const c = configs[id]!;
+    const s = compose.services[id]!;
+    const mounts = Object.fromEntries((s.volumes ?? []).map((v) => {
+      const [from, to] = v.split(':');
+      return [to!, from!];
+    }));
+    t.equal(c.node_id, id, `${id}: the config is the service's`);
+    t.equal(s.hostname ?? id, id, `${id}: the host name is the node id its certificate names`);
+    t.equal(mounts['/etc/apl/config.json'], `./deploy/${id}.json`, `${id}: its config is mounted`);
+    t.equal(mounts[c.data_dir], `${id}-data`, `${id}: its data is a volume of its own`);
+    for (const file of [c.tls.ca!, c.tls.cert!, c.tls.key!]) {
+      t.equal(mounts[dirname(file)], './.data/cluster/certs', `${id}: ${file} is in the mounted certificates`);
+    }
+    t.match(c.tls.cert!, new RegExp(`/${id}\\.pem$`), `${id}: its own certificate`);
+    t.equal(mounts[c.admin_tokens_file!], './.data/cluster/admin-tokens.json', `${id}: the tokens are mounted where the config reads them`);
+    t.equal(c.host, '0.0.0.0', `${id}: listens on every interface of its container`);
+    const published = new Set(s.ports ?? []);
+    t.ok(published.has(`${c.agent_port}:${c.agent_port}`) && published.has(`${c.admin_port}:${c.admin_port}`), `${id}: publishes its agent and admin ports`);
+    const self = c.members.find((m) => m.id === id)!;
+    t.equal(Number(new URL(self.agent_url).port), c.agent_port, `${id}: advertises the agent port it publishes`);
+    t.equal(Number(new URL(self.admin_url!).port), c.admin_port, `${id}: and the admin port`);
+    t.same(c.members, configs.n1!.members, `${id}: the same member list`);
+    t.equal(c.cluster_id, configs.n1!.cluster_id, `${id}: the same cluster id`);
+  }
+  for (const m of configs.n1!.members) {
+    const [host, port] = m.peer_addr.split(':');
+    t.equal(host, m.id, `${m.id} is reached by its service name`);
+    t.equal(Number(port), configs[m.id]!.peer_port, `${m.id} is reached on the peer port it listens on`);
+  }
+});
+
+/** A port offset that leaves all nine of the configs' ports free on 127.0.0.1. */
+async function freeOffset(): Promise<number> {
+  const ports = IDS.flatMap((id) => [configs[id]!.agent_port, configs[id]!.admin_port, configs[id]!.peer_port]);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const offset = 10_000 + Math.floor(Math.random() * 40_000);
+    if ((await Promise.all(ports.map((p) => isFree(p + offset)))).every(Boolean)) return offset;
+  }
+  throw new Error('no free port offset');
+}
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+t.test('npm run cluster runs the configs as local processes; cluster:stop stops them', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-script-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const offset = await freeOffset();
+  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const args = ['--dir', dir, '--port-offset', String(offset)];
+  t.teardown(() => spawnSync(process.execPath, [script, 'stop', ...args]));
+  const out = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.match(out, /a three-node cluster runs from .*; the primary is n[123]\./, 'it says who the primary is');
+  for (const id of IDS) t.match(out, new RegExp(`${id}  agent https://localhost:${configs[id]!.agent_port + offset}`), `it prints ${id}'s addresses`);
+  t.match(out, /admin tokens .*admin-tokens\.json/, 'and the admin tokens file');
+  const pids = Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>);
+  t.equal(pids.length, 3);
+  const again = spawnSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8' });
+  t.equal(again.status, 1, 'a second start refuses to run over the first');
+  const stop = execFileSync(process.execPath, [script, 'stop', ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.match(stop, /stopped n1, n2, n3/);
+  for (const pid of pids) t.throws(() => process.kill(pid, 0), `process ${pid} is gone`);
+});
+
+t.test('an admin plane that requires client certificates refuses a caller without one', async (t) => {
+  const certs = testCerts();
+  execFileSync('bash', [join(REPO, 'certs', 'dev-certs.sh'), certs.dir, '--client', 'operator'], { stdio: 'ignore' });
+  const n = await startTestNode({ admin_client_certs: true });
+  t.teardown(() => n.close());
+  const call = (extra: { cert?: Buffer; key?: Buffer }) => new Promise<number | string>((resolve) => {
+    const req = request(`${n.node.adminUrl}/admin/v1/cluster`, { ca: readFileSync(certs.ca), headers: { authorization: `Bearer ${TOKENS.operator}` }, ...extra }, (res) => {
+      res.resume();
+      resolve(res.statusCode!);
+    });
+    req.on('error', (err) => resolve(err.message));
+    req.end();
+  });
+  t.equal(await call({ cert: readFileSync(join(certs.dir, 'operator-client.pem')), key: readFileSync(join(certs.dir, 'operator-client-key.pem')) }), 200, 'with the client certificate and the token');
+  t.not(await call({}), 200, 'without a client certificate, refused');
+  t.equal((await n.agent.request('GET', '/readyz')).status, 200, 'the agent plane asks no client certificate');
+});
