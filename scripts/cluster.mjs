@@ -5,6 +5,9 @@
 //   npm run cluster:stop            stop them (SIGTERM: a primary hands over first)
 //   npm run cluster:prepare         only the CA, node certificates and admin tokens
 //
+// Members already running are left alone, so `npm run cluster` after a member was
+// killed brings back that member only.
+//
 // Options: --dir <path> (default .data/cluster) holds the certificates, the tokens,
 // each node's data, logs and the pid file; --port-offset <n> moves every port by n
 // (two clusters on one machine). The configs' container paths and addresses are
@@ -43,9 +46,10 @@ async function prepare() {
 }
 
 async function start() {
-  if (existsSync(pidFile) && running(JSON.parse(readFileSync(pidFile, 'utf8'))).length > 0) {
-    fail(`a cluster already runs from ${dir} (pids in ${pidFile}); npm run cluster:stop first`);
-  }
+  // Members still running are left alone: after a crash or a kill, start brings back
+  // only the missing ones, as an SRE restarts one replica.
+  const previous = existsSync(pidFile) ? JSON.parse(readFileSync(pidFile, 'utf8')) : {};
+  const alive = Object.fromEntries(running(previous));
   await prepare();
   const configs = IDS.map((id) => JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')));
   const members = configs[0].members.map((m) => ({
@@ -54,9 +58,11 @@ async function start() {
     agent_url: shift(m.agent_url),
     admin_url: shift(m.admin_url),
   }));
-  const pids = {};
+  const pids = { ...alive };
+  const started = [];
   for (const c of configs) {
     const id = c.node_id;
+    if (alive[id]) continue;
     const log = openSync(join(dir, `${id}.log`), 'a');
     const env = {
       ...process.env,
@@ -74,10 +80,12 @@ async function start() {
     const child = spawn(process.execPath, [join(REPO, 'packages/node/dist/main.js'), '--config', join(REPO, 'deploy', `${id}.json`)], { env, detached: true, stdio: ['ignore', log, log] });
     child.unref();
     pids[id] = child.pid;
+    started.push(id);
   }
   writeFileSync(pidFile, `${JSON.stringify(pids, null, 2)}\n`);
   const leader = await electedLeader(members);
-  const lines = ['', `agent-plane ledger: a three-node cluster runs from ${dir}; the primary is ${leader}.`];
+  const what = started.length === 0 ? 'all three members already run' : `started ${started.join(', ')}`;
+  const lines = ['', `agent-plane ledger: a three-node cluster runs from ${dir} (${what}); the primary is ${leader}.`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
   lines.push(
     `  CA ${join(certDir, 'ca.pem')}   admin tokens ${tokens}`,
@@ -111,7 +119,7 @@ async function stop() {
     process.kill(pids[id], 'SIGKILL');
   }
   rmSync(pidFile);
-  console.log(`stopped ${Object.keys(pids).join(', ')}; data kept in ${dir}`);
+  console.log(`stopped ${Object.keys(pids).sort().join(', ')}; data kept in ${dir}`);
 }
 
 /** Waits until every member names the same primary; prints the logs' tails and exits if none is in 30 s. */
@@ -148,13 +156,18 @@ function shift(url) {
   return u.toString().replace(/\/$/, '');
 }
 
+/** The members whose process still runs (a zombie, killed but not yet reaped, does not). */
 function running(pids) {
   return Object.entries(pids).filter(([, pid]) => {
     try {
       process.kill(pid, 0);
-      return true;
     } catch {
       return false;
+    }
+    try {
+      return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+    } catch {
+      return true;
     }
   });
 }

@@ -153,7 +153,7 @@ t.test('every admin route has its command', async (t) => {
     [['admin', 'policy', 'activate', 'pol_cli'], /pol_cli is active/],
     [['admin', 'policy', 'list'], /active: pol_cli\npolicy\s+state[^]*pol_2026_11\s+superseded/],
     [['admin', 'metrics'], /apl_http_requests_total/],
-    [['cluster', 'status'], /node\s+n1 \(leader\)[^]*member\s+role\s+agent plane\s+match index\nn1\s+leader/],
+    [['cluster', 'status'], /node\s+n1 \(leader\)[^]*member\s+role\s+agent plane\s+match index\s+lag\nn1\s+leader/],
     [['cluster', 'transfer', 'n1'], /n1 leads already: nothing moves/],
     [['log', 'digest'], /applied index\s+\d+\ntick\s+\d+\ndigest\s+[0-9a-f]{64}\nstate hash\s+[0-9a-f]{64}/],
   ];

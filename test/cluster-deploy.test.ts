@@ -18,6 +18,8 @@ import { ConfigSchema } from '@apl/node';
 import { REPO } from './support/process.js';
 import { TOKENS, startTestNode, testCerts } from './support/node.js';
 
+t.setTimeout(180_000);
+
 const IDS = ['n1', 'n2', 'n3'];
 const compose = parse(readFileSync(join(REPO, 'docker-compose.yml'), 'utf8')) as { services: Record<string, { hostname?: string; ports?: string[]; volumes?: string[] }> };
 const configs = Object.fromEntries(IDS.map((id) => [id, ConfigSchema.parse(JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')))]));
@@ -84,16 +86,21 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   const args = ['--dir', dir, '--port-offset', String(offset)];
   t.teardown(() => spawnSync(process.execPath, [script, 'stop', ...args]));
   const out = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
-  t.match(out, /a three-node cluster runs from .*; the primary is n[123]\./, 'it says who the primary is');
+  t.match(out, /a three-node cluster runs from .* \(started n1, n2, n3\); the primary is n[123]\./, 'it says who the primary is');
   for (const id of IDS) t.match(out, new RegExp(`${id}  agent https://localhost:${configs[id]!.agent_port + offset}`), `it prints ${id}'s addresses`);
   t.match(out, /admin tokens .*admin-tokens\.json/, 'and the admin tokens file');
   const pids = Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>);
   t.equal(pids.length, 3);
-  const again = spawnSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8' });
-  t.equal(again.status, 1, 'a second start refuses to run over the first');
+  const again = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.match(again, /all three members already run/, 'a second start leaves the running members alone');
+  process.kill(pids[1]!, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 200));
+  const back = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.match(back, /\(started n2\)/, 'after a kill, start brings back only the missing member');
+  pids.splice(0, pids.length, ...Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>));
   const stop = execFileSync(process.execPath, [script, 'stop', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(stop, /stopped n1, n2, n3/);
-  for (const pid of pids) t.throws(() => process.kill(pid, 0), `process ${pid} is gone`);
+  for (const pid of pids) t.notOk(alive(pid), `process ${pid} is gone`);
 });
 
 t.test('an admin plane that requires client certificates refuses a caller without one', async (t) => {
@@ -113,3 +120,13 @@ t.test('an admin plane that requires client certificates refuses a caller withou
   t.not(await call({}), 200, 'without a client certificate, refused');
   t.equal((await n.agent.request('GET', '/readyz')).status, 200, 'the agent plane asks no client certificate');
 });
+
+/** Whether a process runs (a zombie, exited but not reaped by its new parent, does not). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}

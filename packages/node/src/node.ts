@@ -76,7 +76,18 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     snapshotIntervalEntries: c.snapshot_interval_entries,
     cacheEntriesMax: c.store.cache_entries_max,
     transport: mesh ?? noPeers,
-    ...(mesh && c.forward_writes ? { forward: (leader: string, bytes: Uint8Array, timeoutMs: number) => mesh.forward(leader, bytes, timeoutMs) } : {}),
+    ...(mesh && c.forward_writes ? {
+      forward: async (leader: string, bytes: Uint8Array, timeoutMs: number) => {
+        try {
+          const at = await mesh.forward(leader, bytes, timeoutMs);
+          metrics.forwarded.inc({ outcome: 'appended' });
+          return at;
+        } catch (err) {
+          metrics.forwarded.inc({ outcome: err instanceof ForwardRefused ? 'refused' : 'unconfirmed' });
+          throw err;
+        }
+      },
+    } : {}),
     log,
     metrics,
     ...(opts.wrapDb ? { wrapDb: opts.wrapDb } : {}),
@@ -167,7 +178,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       journal: () => replica.store.journal(),
       cluster: () => ({
         status: replica.status(),
-        members: clustered ? c.members.map((m) => ({ id: m.id, agent_url: m.id === c.node_id ? agentUrl : m.agent_url })) : [{ id: c.node_id, agent_url: agentUrl }],
+        members: clustered ? c.members.map((m) => ({ id: m.id, agent_url: m.agent_url })) : [{ id: c.node_id, agent_url: agentUrl }],
       }),
       transferLeadership: (to) => {
         try {

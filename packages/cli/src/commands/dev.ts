@@ -79,7 +79,7 @@ export function clusterCommand(): Command {
       const c = await withAdmin(ctx, (a) => a.getCluster());
       ctx.out.result(c, () => [
         fields([['node', `${c.node} (${c.role})`], ['leader', c.leader ?? 'none known'], ['term', c.term], ['commit index', c.commit_index], ['applied index', c.applied_index]]),
-        table(c.members, [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['match_index', 'match index']]),
+        table(c.members, [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['match_index', 'match index'], ['lag', 'lag']]),
       ].join('\n'));
     }));
   cluster.command('transfer').argument('<member>').description('ask the primary to hand leadership over to a member (operator)')
