@@ -56,7 +56,13 @@ export async function freePort(): Promise<number> {
 }
 
 /** Starts `ids` as one cluster; `env` adds APL_ settings to every member. */
-export async function startCluster(opts: { ids?: string[]; env?: Record<string, string>; clusterId?: string } = {}): Promise<Cluster> {
+export async function startCluster(opts: {
+  ids?: string[];
+  env?: Record<string, string>;
+  clusterId?: string;
+  /** the address member `from` reaches member `to` at (a proxy, to partition them); default its peer listener. */
+  peerAddr?: (from: string, to: Member) => string | Promise<string>;
+} = {}): Promise<Cluster> {
   const ids = opts.ids ?? ['n1', 'n2', 'n3'];
   const certs = testCerts();
   const members: Member[] = [];
@@ -68,14 +74,23 @@ export async function startCluster(opts: { ids?: string[]; env?: Record<string, 
   const issuer = await Issuer.create();
   const processes = new Map<string, NodeProcess>();
   const clients = new Map<string, { agent: Client; admin: Client }>();
-  const memberList = JSON.stringify(members.map(({ id, peer_addr, agent_url, admin_url }) => ({ id, peer_addr, agent_url, admin_url })));
+  const lists = new Map<string, string>();
+  for (const from of ids) {
+    const view = [];
+    for (const m of members) {
+      const peer_addr = m.id !== from && opts.peerAddr ? await opts.peerAddr(from, m) : m.peer_addr;
+      view.push({ id: m.id, peer_addr, agent_url: m.agent_url, admin_url: m.admin_url });
+    }
+    lists.set(from, JSON.stringify(view));
+  }
+  const memberList = (from: string) => lists.get(from)!;
 
   const envOf = (m: Member, extra: Record<string, string>) => nodeEnv(dirs[m.id]!, {
     APL_NODE_ID: m.id,
     APL_AGENT_PORT: String(m.ports.agent),
     APL_ADMIN_PORT: String(m.ports.admin),
     APL_PEER_PORT: String(m.ports.peer),
-    APL_MEMBERS: memberList,
+    APL_MEMBERS: memberList(m.id),
     APL_CLUSTER_ID: opts.clusterId ?? 'apl-test-cluster',
     APL_TLS_CERT: join(certs.dir, `${m.id}.pem`),
     APL_TLS_KEY: join(certs.dir, `${m.id}-key.pem`),

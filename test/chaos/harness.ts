@@ -1,0 +1,309 @@
+/**
+ * The chaos run: a bank workload (purchases among parties' cash accounts and a
+ * merchant, purchases the policy forbids, actions no rule permits, receipts that
+ * discharge obligations, usage consumed, metered and billed) from concurrent agents
+ * against three node processes, while a nemesis SIGKILLs the primary, pauses a node
+ * (SIGSTOP, then SIGCONT) and partitions a node from its peers (TCP proxies on every
+ * peer link, cut and healed). Agents send each request to a random live replica and
+ * retry a 503, a 421 or a broken connection with the same transaction id, as the
+ * SDK does.
+ *
+ * When the time is up, every fault is healed and every member restarted; the checker
+ * then proves the promises:
+ *   - every intent answered with a verdict is in every replica's log exactly once,
+ *     with that verdict (refusals too: they are recorded);
+ *   - an intent whose answer was lost (503, a broken connection) is there once or
+ *     not at all, never twice;
+ *   - conservation: over all accounts, debits equal credits per currency; every
+ *     usage balance keeps 0 <= billed <= metered <= consumed;
+ *   - every replica has the same state hash and ledger digest, and its export
+ *     verifies (re-applied from the first record, every result and link checked);
+ *   - no read went back in time: a linearizable read of a transaction acknowledged
+ *     before the read was sent never answered 404.
+ */
+import { verifyExport } from '@apl/core';
+import { bootstrapWorkload, Mix, type BenchRequest, type Fixtures } from '../bench/support/workload.js';
+import { startCluster, type Cluster } from '../support/cluster.js';
+import { TOKENS } from '../support/node.js';
+import { tcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+export interface ChaosOptions {
+  durationS: number;
+  seed: number;
+  agents: number;
+  /** the least number of primary kills the nemesis performs. */
+  killsMin: number;
+  log: (line: string) => void;
+}
+
+export interface ChaosReport {
+  ok: boolean;
+  violations: string[];
+  counts: {
+    requests: number; answered: number; permitted: number; refused: number; unknown: number; retries: number;
+    reads: number; staleReads: number; kills: number; pauses: number; partitions: number;
+  };
+  /** ms from each primary kill to the next intent committed through the new primary. */
+  failoverMs: number[];
+  applied: number;
+}
+
+/** The fate a client saw for a transaction: a verdict, or nothing usable. */
+type Seen = { verdict: string } | { verdict: null };
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+class Rng {
+  constructor(private s: number) {}
+  next(): number {
+    let x = this.s || 1;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.s = x >>> 0;
+    return this.s / 0x1_0000_0000;
+  }
+  pick<T>(xs: readonly T[]): T {
+    return xs[Math.floor(this.next() * xs.length)]!;
+  }
+  between(lo: number, hi: number): number {
+    return lo + Math.floor(this.next() * (hi - lo));
+  }
+}
+
+export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
+  const rng = new Rng(o.seed);
+  const proxies = new Map<string, TcpProxy>();
+  const c = await startCluster({
+    env: { APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_LOG_LEVEL: 'info' },
+    peerAddr: async (from, to) => {
+      const p = await tcpProxy(to.ports.peer);
+      proxies.set(`${from}>${to.id}`, p);
+      return `127.0.0.1:${p.port}`;
+    },
+  });
+  const ids = c.members.map((m) => m.id);
+  const down = new Set<string>();
+  const paused = new Set<string>();
+  const counts = { requests: 0, answered: 0, permitted: 0, refused: 0, unknown: 0, retries: 0, reads: 0, staleReads: 0, kills: 0, pauses: 0, partitions: 0 };
+  const violations: string[] = [];
+  const failoverMs: number[] = [];
+  try {
+    const leader = await c.leader(15_000);
+    const runId = `c${o.seed}`;
+    const admin = c.handle(leader);
+    const fixtures = await bootstrapWorkload((who, path, body) => admin.admin.request('POST', path, { body, token: TOKENS[who] }), o.agents, runId);
+    const fates = new Map<string, Seen>();
+    /** per agent, its latest transactions acknowledged with a verdict, and when. */
+    const acked = new Map<number, { txn: string; at: number }[]>();
+    const deadline = Date.now() + o.durationS * 1000;
+    let killedAt: number | null = null;
+
+    const live = () => ids.filter((id) => !down.has(id) && !paused.has(id));
+    const send = async (req: BenchRequest) => {
+      for (let attempt = 0; attempt < 30; attempt++) {
+        const at = rng.pick(live().length > 0 ? live() : ids);
+        counts.requests++;
+        const r = await c.handle(at).agent.request(req.method, req.path, { raw: req.body ?? '', headers: req.headers }).catch(() => null);
+        if (r && r.status === 200) return r;
+        // 503: maybe recorded; 421: no primary here now; 422 gateway_error: certainly
+        // not recorded. Each may be resubmitted as it is, with the same transaction id.
+        const retryable = r === null || r.status === 503 || r.status === 421 || (r.status === 422 && r.body?.error === 'gateway_error');
+        if (!retryable) {
+          const errors = (c.process(at)?.output() ?? '').split('\n').filter((l) => /"level":"(error|fatal)"|"level":50|"level":60/.test(l) || l.includes('"err"'));
+          o.log(`${at} answered ${r.status}: ${errors.slice(-3).join(' | ')}`);
+          return r;
+        }
+        counts.retries++;
+        await sleep(100);
+      }
+      return null;
+    };
+
+    const agentLoop = async (k: number) => {
+      const mix = new Mix({ ...fixtures, agents: [fixtures.agents[k]!] } as Fixtures, runId, o.seed * 31 + k, 0.15);
+      const agent = fixtures.agents[k]!.uri;
+      while (Date.now() < deadline) {
+        const req = mix.next();
+        if (req.method === 'GET') {
+          await checkRead(k);
+          continue;
+        }
+        const r = await send(req);
+        const key = `${agent}/${req.transaction!}`;
+        if (r === null) {
+          fates.set(key, { verdict: null });
+          counts.unknown++;
+          continue;
+        }
+        if (r.status !== 200) {
+          violations.push(`${req.transaction}: answered ${r.status} ${r.text.slice(0, 160)}`);
+          continue;
+        }
+        counts.answered++;
+        const verdict = r.body.verdict as string;
+        if (verdict === 'Permitted') counts.permitted++;
+        else counts.refused++;
+        fates.set(key, { verdict });
+        const mine = acked.get(k) ?? [];
+        mine.push({ txn: req.transaction!, at: Date.now() });
+        if (mine.length > 50) mine.shift();
+        acked.set(k, mine);
+        if (killedAt !== null) {
+          failoverMs.push(Date.now() - killedAt);
+          killedAt = null;
+        }
+        mix.observe(req, r.status, r.text);
+      }
+    };
+
+    /** A linearizable read of a transaction this agent had acknowledged must find it. */
+    const checkRead = async (k: number) => {
+      const mine = acked.get(k) ?? [];
+      const pick = mine[mine.length - 1 - Math.floor(rng.next() * Math.min(mine.length, 5))];
+      if (!pick) return;
+      const at = rng.pick(live().length > 0 ? live() : ids);
+      const r = await c.handle(at).agent.request('GET', `/api/v1/transactions/${pick.txn}`, { headers: { authorization: `Bearer ${fixtures.agents[k]!.attestation}` } }).catch(() => null);
+      if (!r) return;
+      counts.reads++;
+      if (r.status === 404) {
+        counts.staleReads++;
+        violations.push(`a read of ${pick.txn} on ${at}, acknowledged ${Date.now() - pick.at} ms before, answered 404`);
+      }
+    };
+
+    const nemesis = async () => {
+      const kills = Math.max(o.killsMin, 1);
+      const killEvery = (o.durationS * 1000) / (kills + 1);
+      let nextKill = Date.now() + killEvery;
+      while (Date.now() < deadline - 3_000) {
+        if (Date.now() >= nextKill && counts.kills < kills) {
+          nextKill += killEvery;
+          const primary = await c.leader(10_000).catch(() => null);
+          if (primary) {
+            o.log(`nemesis: SIGKILL the primary ${primary}`);
+            await c.kill(primary);
+            down.add(primary);
+            killedAt = Date.now();
+            counts.kills++;
+            await sleep(rng.between(1_000, 3_000));
+            await c.start(primary);
+            down.delete(primary);
+            continue;
+          }
+        }
+        const fault = rng.next();
+        const victim = rng.pick(ids.filter((id) => !down.has(id)));
+        if (fault < 0.5) {
+          o.log(`nemesis: pause ${victim}`);
+          process.kill(c.process(victim)!.pid, 'SIGSTOP');
+          paused.add(victim);
+          counts.pauses++;
+          await sleep(rng.between(500, 2_500));
+          process.kill(c.process(victim)!.pid, 'SIGCONT');
+          paused.delete(victim);
+        } else {
+          o.log(`nemesis: partition ${victim} from its peers`);
+          const links = [...proxies].filter(([k]) => k.startsWith(`${victim}>`) || k.endsWith(`>${victim}`)).map(([, p]) => p);
+          for (const p of links) p.cut();
+          counts.partitions++;
+          await sleep(rng.between(1_000, 3_000));
+          for (const p of links) p.heal();
+        }
+        await sleep(rng.between(1_000, 3_000));
+      }
+    };
+
+    await Promise.all([nemesis(), ...fixtures.agents.map((_, k) => agentLoop(k))]);
+    o.log(`load done: ${JSON.stringify(counts)}`);
+    for (const p of proxies.values()) p.heal();
+    for (const id of ids) {
+      if (paused.has(id)) process.kill(c.process(id)!.pid, 'SIGCONT');
+      if (!c.process(id)?.alive()) await c.start(id);
+    }
+    const accounts = [`acc_merchant_${runId}`, ...fixtures.agents.map((a) => a.cash)];
+    const applied = await check(c, ids, fates, violations, accounts, fixtures.agents.map((a) => a.usage));
+    return { ok: violations.length === 0, violations, counts, failoverMs, applied };
+  } finally {
+    for (const id of ids) {
+      const p = c.process(id);
+      if (p?.alive()) process.kill(p.pid, 'SIGCONT');
+    }
+    await c.close();
+    for (const p of proxies.values()) await p.close();
+  }
+}
+
+/** Waits for the replicas to agree, then checks every promise; answers the applied index. */
+async function check(c: Cluster, ids: string[], fates: Map<string, Seen>, violations: string[], accounts: string[], usages: string[]): Promise<number> {
+  const digests = await converge(c, ids);
+  const first = digests[0]!;
+  for (const [k, d] of digests.entries()) {
+    if (d.state_hash !== first.state_hash || d.digest !== first.digest) violations.push(`${ids[k]} has state ${d.state_hash} digest ${d.digest} at ${d.applied_index}; ${ids[0]} has ${first.state_hash} ${first.digest}`);
+  }
+  for (const id of ids) {
+    const exported = await c.handle(id).admin.request('GET', '/admin/v1/log/export?consistency=local', { token: TOKENS.operator });
+    const v = verifyExport(exported.text);
+    if (!v.ok) violations.push(`${id}'s export does not verify: line ${v.line}: ${v.reason}`);
+    else if (v.state_hash !== first.state_hash) violations.push(`${id}'s export replays to ${v.state_hash}, not its state hash`);
+    const posted = new Map<string, string[]>();
+    for (const line of exported.text.split('\n')) {
+      if (!line.includes('"SubmitIntent"')) continue;
+      const r = JSON.parse(line) as { op: { transaction: string; agent: string }; result: { ok: boolean; value?: { kind: string; outcome?: { verdict: string } } } };
+      if (r.result.value?.kind !== 'recorded') continue;
+      const key = `${r.op.agent}/${r.op.transaction}`;
+      posted.set(key, [...(posted.get(key) ?? []), r.result.value.outcome!.verdict]);
+    }
+    for (const [txn, seen] of fates) {
+      const found = posted.get(txn) ?? [];
+      if (found.length > 1) violations.push(`${id}: ${txn} is recorded ${found.length} times`);
+      if (seen.verdict !== null && (found.length !== 1 || found[0] !== seen.verdict)) {
+        violations.push(`${id}: ${txn} was answered ${seen.verdict} but the log holds ${JSON.stringify(found)}`);
+      }
+    }
+  }
+  await checkBooks(c, ids[0]!, accounts, usages, violations);
+  return first.applied_index;
+}
+
+interface Digest { applied_index: number; digest: string; state_hash: string }
+
+async function converge(c: Cluster, ids: string[]): Promise<Digest[]> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ds = await Promise.all(ids.map(async (id) => {
+      const r = await c.handle(id).admin.request('GET', '/admin/v1/log/digest?consistency=local', { token: TOKENS.operator }).catch(() => null);
+      return r?.status === 200 ? (r.body as Digest) : null;
+    }));
+    if (ds.every((d) => d !== null) && new Set(ds.map((d) => d!.applied_index)).size === 1) return ds as Digest[];
+    if (Date.now() > deadline) throw new Error(`the replicas did not converge in 60 s: ${JSON.stringify(ds)}`);
+    await sleep(20);
+  }
+}
+
+/** Conservation over every account the workload touches, and the usage chain of every usage balance. */
+async function checkBooks(c: Cluster, id: string, accounts: string[], usages: string[], violations: string[]): Promise<void> {
+  const totals = new Map<string, { debits: bigint; credits: bigint; net: bigint }>();
+  for (const account of accounts) {
+    const a = await c.handle(id).admin.request('GET', `/admin/v1/accounts/${account}?consistency=local`, { token: TOKENS.operator });
+    if (a.status !== 200) throw new Error(`account ${account}: ${a.status} ${a.text}`);
+    for (const b of (a.body as { balances: { currency: string; debits: bigint | number; credits: bigint | number; net: bigint | number }[] }).balances) {
+      const t = totals.get(b.currency) ?? { debits: 0n, credits: 0n, net: 0n };
+      t.debits += BigInt(b.debits);
+      t.credits += BigInt(b.credits);
+      t.net += BigInt(b.net);
+      totals.set(b.currency, t);
+    }
+  }
+  if (totals.size === 0) violations.push('no account holds a balance: the workload posted nothing');
+  for (const [currency, t] of totals) {
+    if (t.debits !== t.credits || t.net !== 0n) violations.push(`conservation broken in ${currency}: debits ${t.debits}, credits ${t.credits}, net ${t.net}`);
+  }
+  for (const usage of usages) {
+    const r = await c.handle(id).admin.request('GET', `/admin/v1/usages/${usage}?consistency=local`, { token: TOKENS.operator });
+    if (r.status !== 200) throw new Error(`usage ${usage}: ${r.status} ${r.text}`);
+    const v = r.body as { consumed: bigint | number; metered: bigint | number; billed: bigint | number };
+    const [consumed, metered, billed] = [BigInt(v.consumed), BigInt(v.metered), BigInt(v.billed)];
+    if (!(0n <= billed && billed <= metered && metered <= consumed)) violations.push(`usage chain broken in ${usage}: ${billed} <= ${metered} <= ${consumed}`);
+  }
+}

@@ -1,0 +1,32 @@
+// npm run chaos -- [--duration-s 600] [--seed 1] [--agents 8] [--kills 10]: a long chaos
+// run against three node processes on 127.0.0.1 (see harness.ts); prints the nemesis'
+// actions, the counts and every violation, and exits 1 when there is one.
+import { parseArgs } from 'node:util';
+import { runChaos } from './harness.js';
+
+const { values } = parseArgs({
+  options: {
+    'duration-s': { type: 'string', default: '600' },
+    seed: { type: 'string', default: String(Date.now() % 100_000) },
+    agents: { type: 'string', default: '8' },
+    kills: { type: 'string', default: '' },
+  },
+});
+const durationS = Number(values['duration-s']);
+const seed = Number(values.seed);
+const agents = Number(values.agents);
+const killsMin = values.kills === '' ? Math.max(3, Math.floor(durationS / 60)) : Number(values.kills);
+for (const [name, v] of [['duration-s', durationS], ['seed', seed], ['agents', agents], ['kills', killsMin]] as const) {
+  if (!Number.isInteger(v) || v < 0) {
+    console.error(`--${name} must be a whole number`);
+    process.exit(2);
+  }
+}
+const started = Date.now();
+console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, at least ${killsMin} primary kills`);
+const report = await runChaos({ durationS, seed, agents, killsMin, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });
+const f = report.failoverMs.slice().sort((a, b) => a - b);
+console.log(JSON.stringify({ ...report.counts, applied: report.applied, failover_ms: { n: f.length, median: f[Math.floor(f.length / 2)] ?? null, max: f[f.length - 1] ?? null } }));
+for (const v of report.violations) console.log(`VIOLATION ${v}`);
+console.log(report.ok ? 'chaos: every check passed' : `chaos: ${report.violations.length} violations`);
+process.exit(report.ok ? 0 : 1);
