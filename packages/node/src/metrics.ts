@@ -32,6 +32,12 @@ export class Metrics {
   readonly proposalsInFlight = new Gauge({ name: 'apl_proposals_in_flight', help: 'Proposals waiting for their commit.', registers: [this.registry] });
   readonly tick = new Gauge({ name: 'apl_ledger_tick', help: 'The ledger tick.', registers: [this.registry] });
   readonly storeCacheEntries = new Gauge({ name: 'apl_store_cache_entries', help: 'Records held in the state store cache.', registers: [this.registry] });
+  readonly feedConsumers = new Gauge({ name: 'apl_feed_consumers', help: 'Change feeds being served.', registers: [this.registry] });
+  readonly feedRecords = new Counter({ name: 'apl_feed_records_total', help: 'Journal records written to change feeds.', registers: [this.registry] });
+  readonly feedEnds = new Counter({
+    name: 'apl_feed_ends_total', help: 'Change feeds ended, by reason: consumer_left, feed_lagging, shutting_down, internal_error.',
+    labelNames: ['reason'] as const, registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

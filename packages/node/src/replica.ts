@@ -96,6 +96,8 @@ const CANNOT_WRITE = 'The node cannot write its state; nothing was recorded. Res
 export class Replica {
   private readonly waiters = new Map<number, Waiter>();
   private readonly reads = new Map<string, ReadWaiter>();
+  /** appliedListeners are told of each applied batch (the change feed follows them). */
+  private readonly appliedListeners = new Set<() => void>();
   /** readPrefix makes ReadIndex contexts unique across restarts of this member. */
   private readonly readPrefix = `${randomBytes(6).toString('hex')}:`;
   private readSeq = 0;
@@ -307,6 +309,13 @@ export class Replica {
     });
     if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
     fresh.forEach((e, k) => this.settle(e, results[k] ?? null));
+    if (fresh.length > 0) for (const l of this.appliedListeners) l();
+  }
+
+  /** Calls `listener` after each batch of entries is applied and written; returns the unsubscribe. */
+  onApplied(listener: () => void): () => void {
+    this.appliedListeners.add(listener);
+    return () => this.appliedListeners.delete(listener);
   }
 
   /**
