@@ -13,12 +13,19 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import { createInterface } from 'node:readline';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { parseJson } from '@apl/core';
 import { contract } from './support/contract.js';
 import { AGENT_A, EVIDENCE, TOKENS, bootstrap, envelope, startTestNode, testCerts, type Response, type TestNode } from './support/node.js';
 
+// The node runs in this process: a full collection before each reading of its heap
+// makes the figure what is retained, not what awaits collection.
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
 const HEARTBEAT_MS = 150;
-const LAG_MS = 400;
+const LAG_MS = 500;
 let n: TestNode;
 let att: string;
 
@@ -226,4 +233,93 @@ t.test('a bad query answers 400 malformed_request naming the parameter, and chan
     t.match(f.refusal!.body, { error: 'malformed_request', message: 'The feed query is not valid.', issues: [{ path, message }] }, query);
   }
   t.equal(await applied(), before, 'nothing changed');
+});
+
+t.test('a consumer that stops reading is cut off with where to resume; the heap stays bounded; resuming there loses nothing', async (t) => {
+  // Records of about 6 KiB (64 evidence digests each), so that the journal is larger
+  // than what the loopback socket buffers hold for a reader that reads nothing. Usage
+  // records impose no obligation, so the party's obligations stay under their limit.
+  const evidence = Array.from({ length: 64 }, (_, k) => EVIDENCE.slice(0, 60) + k.toString(16).padStart(4, '0'));
+  const started = Date.now();
+  await submit(700, 48, { evidence, action: { action: 'usage.record', bindings: {} } });
+  t.comment(`700 intents submitted in ${Date.now() - started} ms`);
+  const all = await exportLines();
+  const bytes = all.reduce((s, l) => s + Buffer.byteLength(l) + 1, 0);
+  const last = indexOf(all[all.length - 1]!);
+
+  // A consumer that reads as fast as it can (counting lines, parsing none): the whole journal, timed.
+  const t0 = process.hrtime.bigint();
+  const fast = await openFeed('?from=0');
+  let count = 0;
+  let tail = '';
+  await new Promise<void>((resolve) => {
+    fast.res.on('data', (c: Buffer) => {
+      const text = tail + c.toString('utf8');
+      const parts = text.split('\n');
+      tail = parts.pop()!;
+      for (const p of parts) if (p.startsWith('{"entry_hash"')) count++;
+      if (parts.some((p) => p.includes(`"index":${last},`))) resolve();
+    });
+  });
+  fast.close();
+  const s = Number(process.hrtime.bigint() - t0) / 1e9;
+  t.comment(`a reading consumer: ${count} records, ${(bytes / 2 ** 20).toFixed(1)} MiB in ${s.toFixed(2)} s: ${Math.round(count / s)} records/s, ${(bytes / 2 ** 20 / s).toFixed(1)} MiB/s`);
+  t.equal(count, all.length, 'it received every record');
+
+  const heap = () => {
+    gc();
+    return metric('nodejs_heap_size_used_bytes');
+  };
+  const lagging = () => metric('apl_feed_ends_total{reason="feed_lagging"}');
+  const cutBefore = await lagging();
+  const heapBefore = await heap();
+  const slow = await Promise.all([openFeed('?from=0'), openFeed('?from=0'), openFeed('?from=0')]);
+  let heapMax = heapBefore;
+  await until(t, 'three feeds cut off', async () => {
+    heapMax = Math.max(heapMax, await heap());
+    return (await lagging()) - cutBefore === 3;
+  });
+  t.comment(`heapUsed ${(heapBefore / 2 ** 20).toFixed(1)} MiB before three stalled consumers of a ${(bytes / 2 ** 20).toFixed(1)} MiB journal, at most ${(heapMax / 2 ** 20).toFixed(1)} MiB while they stalled (${Math.round((heapMax - heapBefore) / 1024)} KiB more)`);
+  t.ok(heapMax - heapBefore < 8 * 2 ** 20, 'the heap grew by less than 8 MiB (queuing the journal three times would take more than 20 MiB)');
+
+  // The first stalled consumer reads again: what it was sent, then where to resume.
+  const lines = await readUntil(slow[0]!, (l) => l.value.error !== undefined);
+  t.equal(await slow[0]!.next(), null, 'the stream ends after that line');
+  const end = lines[lines.length - 1]!.value;
+  t.match(end, { error: 'feed_lagging', message: `The consumer read nothing for ${LAG_MS} ms while its buffer was full; resume from resume_from.` });
+  const sent = records(lines);
+  t.ok(end.resume_from < last, `cut off at ${end.resume_from} of ${last}: the node did not queue the whole journal`);
+  t.equal(end.resume_from, indexOf(sent[sent.length - 1]!.text) + 1, 'resume_from follows the last record it was sent');
+  t.strictSame(sent.map((l) => l.text), all.filter((l) => indexOf(l) < end.resume_from), 'every record before resume_from, once');
+  const resumed = await openFeed(`?from=${end.resume_from}`);
+  const rest = records(await readUntil(resumed, (l) => records([l]).length === 1 && indexOf(l.text) === last));
+  resumed.close();
+  t.strictSame([...sent, ...rest].map((l) => l.text), all, 'with the resumed feed: the whole journal, nothing twice');
+  for (const f of slow) f.close();
+  await until(t, 'the feeds to be released', async () => (await metric('apl_feed_consumers')) === 0);
+});
+
+t.test('feed.consumers_max bounds the feeds served at once: one more answers 503 feed_unavailable', async (t) => {
+  const open = await Promise.all([1, 2, 3, 4].map(() => openFeed('?from=0&type=Tick')));
+  t.same(open.map((f) => f.status), [200, 200, 200, 200]);
+  const over = await openFeed('?from=0');
+  t.equal(over.status, 503);
+  t.equal(over.res.headers['retry-after'], '1');
+  t.strictSame(over.refusal!.body, { error: 'feed_unavailable', message: 'This node serves 4 feeds already (feed.consumers_max); retry later or follow another replica.' });
+  open[0]!.close();
+  await until(t, 'a feed to be released', async () => (await metric('apl_feed_consumers')) === 3);
+  const again = await openFeed('?from=0&type=Tick');
+  t.equal(again.status, 200, 'a slot freed is served');
+  for (const f of [...open, again]) f.close();
+  await until(t, 'the feeds to be released', async () => (await metric('apl_feed_consumers')) === 0);
+});
+
+t.test('a node that stops ends its feeds with where to resume', async (t) => {
+  const top = await applied();
+  const f = await openFeed(`?from=${top + 1}`);
+  await f.next();
+  const closing = n.node.close();
+  const lines = await readUntil(f, (l) => l.value.error !== undefined);
+  t.same(lines[lines.length - 1]!.value, { error: 'shutting_down', message: 'The node is shutting down; resume from resume_from on another replica.', resume_from: top + 1 });
+  await closing;
 });
