@@ -3,6 +3,7 @@
 // 127.0.0.1: dev init bootstraps it in one step and twice is harmless; agent
 // commands submit and read, with --json parsed back losslessly; every admin route
 // has its command; apl log verify passes, and fails (exit 6) on a tampered export;
+// apl feed tail prints the change feed, filtered, and follows the log until Ctrl-C;
 // and failures exit with the documented codes and say what to do next.
 import t from 'tap';
 import { spawn } from 'node:child_process';
@@ -222,4 +223,55 @@ t.test('wrong usage exits 2, no node exits 5, and help lists the exit codes', as
   const help = await apl(['--help']);
   t.equal(help.code, EXIT.ok);
   t.match(help.stdout, /Exit codes:\n  0  done[^]*6  verification failed/);
+});
+
+t.test('apl feed tail prints the records, filters them, follows the log, and stops on Ctrl-C', async (t) => {
+  const human = await apl(['feed', 'tail', '--count', '3']);
+  t.equal(human.code, EXIT.ok, human.stderr);
+  t.match(human.stdout, /^ +\d+  AddTrustRoot +acme-agents  by dev-author\n +\d+  AddParty +party_acme  by dev-author\n +\d+  \w+/);
+  t.equal(human.stdout.split('\n').length, 4, 'three lines');
+  t.equal(human.stderr, 'following the feed from index 0\n3 records\n');
+
+  const exported = (await apl(['log', 'export'])).stdout.split('\n');
+  const js = await apl(['--json', 'feed', 'tail', '--type', 'intent', '--verdict', 'Permitted', '--count', '2']);
+  t.equal(js.code, EXIT.ok, js.stderr);
+  const lines = js.stdout.trim().split('\n');
+  t.equal(lines.length, 2);
+  for (const l of lines) {
+    t.match(parseJson(l), { op: { type: 'SubmitIntent' }, result: { value: { outcome: { verdict: 'Permitted' } } } });
+    t.ok(exported.includes(l), 'each line is the export\'s record, as it is');
+  }
+  t.match(parseJson(lines[0]!), { result: { value: { outcome: { transaction: 'txn_01JD7Y3K' } } } });
+  t.equal(js.stderr, '', 'nothing on stderr under --json');
+
+  // Following: a record committed after the command started is printed; Ctrl-C ends it with exit 0.
+  const applied = (await json(['log', 'digest'])).body.applied_index as number;
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('APL_')));
+  const child = spawn(process.execPath, [APL, 'feed', 'tail', '--from', String(applied + 1), '--type', 'intent'], {
+    cwd: REPO, env: { ...inherited, APL_DATA_DIR: dir, APL_ADMIN_URL: node.adminUrl, APL_CA: testCerts().ca }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  const seen = (re: RegExp, stream: () => string) => new Promise<void>((resolve) => {
+    const check = () => (re.test(stream()) ? resolve() : setTimeout(check, 20));
+    check();
+  });
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  await seen(/following the feed/, () => stderr);
+  const s = await apl(['agent', 'submit', '--file', 'docs/examples/intent.json', '--transaction', 'txn_feed_tail'], { APL_ATTESTATION: attestation });
+  t.equal(s.code, EXIT.ok, s.stderr);
+  await seen(/txn_feed_tail/, () => stdout);
+  child.kill('SIGINT');
+  t.equal(await exited, EXIT.ok, 'Ctrl-C stops it cleanly');
+  t.match(stdout, new RegExp(`^ +${applied + 1}  SubmitIntent +txn_feed_tail  Permitted  posted\n$`));
+  t.equal(stderr, `following the feed from index ${applied + 1} (Ctrl-C stops)\n1 record\n`);
+
+  const bad = await apl(['feed', 'tail', '--from', 'x1']);
+  t.equal(bad.code, EXIT.usage);
+  t.match(bad.stderr, /^apl: --from must be an integer from 0, not "x1"\./);
+  const reviewer = await apl(['--as', 'dev-reviewer', 'feed', 'tail']);
+  t.equal(reviewer.code, EXIT.rejected);
+  t.match(reviewer.stderr, /^following the feed from index 0 \(Ctrl-C stops\)\napl: dev-reviewer may not read the change feed \(it needs the feed or operator role\)\./);
 });

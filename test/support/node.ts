@@ -35,6 +35,8 @@ export const TOKENS = {
   operator: randomBytes(18).toString('base64url'),
   /** A principal with every policy role, to show that four eyes hold for one person too. */
   multi: randomBytes(18).toString('base64url'),
+  /** A settlement rail's credential: the feed role alone. */
+  feed: randomBytes(18).toString('base64url'),
 };
 
 const principal = (name: string, token: string, roles: AdminPrincipal['roles']): AdminPrincipal => ({
@@ -46,6 +48,7 @@ export const PRINCIPALS: AdminPrincipal[] = [
   principal('carol', TOKENS.approver, ['approver']),
   principal('ops', TOKENS.operator, ['operator']),
   principal('dana', TOKENS.multi, ['author', 'reviewer', 'approver']),
+  principal('rail', TOKENS.feed, ['feed']),
 ];
 
 export interface Response {

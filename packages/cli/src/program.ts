@@ -8,6 +8,7 @@ import { outcome } from './context.js';
 import { adminCommand } from './commands/admin.js';
 import { agentCommand } from './commands/agent.js';
 import { clusterCommand, devCommand } from './commands/dev.js';
+import { feedCommand } from './commands/feed.js';
 import { logCommand } from './commands/log.js';
 import { EXIT, failure, type ExitCode } from './exit.js';
 import { DEFAULTS, Settings, type GlobalOptions } from './settings.js';
@@ -37,7 +38,7 @@ export function program(): Command {
     .addHelpText('after', EXIT_CODES_HELP)
     .showHelpAfterError('(apl --help lists the commands and options)')
     .exitOverride();
-  for (const c of [devCommand(), adminCommand(), agentCommand(), clusterCommand(), logCommand()]) {
+  for (const c of [devCommand(), adminCommand(), agentCommand(), clusterCommand(), logCommand(), feedCommand()]) {
     p.addCommand(c);
   }
   // Every subcommand answers a usage error with exit 2 rather than exiting by itself.

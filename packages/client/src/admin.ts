@@ -5,6 +5,7 @@
  */
 import { createInterface } from 'node:readline';
 import { call, errorOf, seg } from './call.js';
+import { follow, type FeedOptions, type FeedRecord } from './feed.js';
 import type { components, operations } from './generated/admin-plane.js';
 import { INT128_PLANS } from './generated/contract.js';
 import { assertRuntime, type Plan } from './json.js';
@@ -146,6 +147,15 @@ export class AdminClient {
       lines.close();
       res.destroy();
     }
+  }
+
+  /**
+   * The change feed from `from` on, live: `for await (const r of admin.feed({ from }))`.
+   * It reconnects and resumes by itself after a disconnect, and ends when `signal`
+   * aborts (feed.ts says what it guarantees). Needs the feed or operator role.
+   */
+  feed(o: FeedOptions = {}): AsyncGenerator<FeedRecord> {
+    return follow(this.transport, this.token, o);
   }
 
   close(): void {

@@ -22,6 +22,7 @@ export type {
   AdminAccount, AdminClientOptions, AdminPolicy, AdminUsageReport, Binding, Cluster, Digest, DryRunReport, ExportOptions, Party,
   PolicyList, Transfer, TrustRoot,
 } from './admin.js';
+export type { FeedHeartbeat, FeedOptions, FeedRecord } from './feed.js';
 export { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorBodyOf, type ErrorExtras } from './errors.js';
 export * from './generated/contract.js';
 export type * as AgentPlane from './generated/agent-plane.js';

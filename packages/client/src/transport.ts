@@ -39,6 +39,8 @@ export interface Outgoing {
   headers?: Record<string, string>;
   /** body is sent as given, with Content-Type application/json. */
   body?: string;
+  /** signal aborts the request, and the answer's stream with it. */
+  signal?: AbortSignal;
 }
 
 const TIMEOUT_MS_DEFAULT = 30_000;
@@ -152,7 +154,7 @@ export class Transport {
       headers['content-type'] = 'application/json';
       headers['content-length'] = String(Buffer.byteLength(out.body));
     }
-    const req = request(`${url}${path}`, { method, agent: this.agent, headers });
+    const req = request(`${url}${path}`, { method, agent: this.agent, headers, ...(out.signal ? { signal: out.signal } : {}) });
     req.setTimeout(this.timeoutMs, () => req.destroy(Object.assign(new Error(`no answer in ${this.timeoutMs} ms`), { code: 'ETIMEDOUT' })));
     req.on('error', (err: NodeJS.ErrnoException) => {
       fail(err instanceof TransportError ? err : new TransportError(url, err.code ?? 'EUNKNOWN', err.message, { cause: err }));

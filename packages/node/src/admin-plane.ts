@@ -12,17 +12,19 @@ import express, { type Request, type Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
   AgentUri, Issuer, PolicyId, TABLES, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
-  type AdminOperation, type Applied, type Operation, type Party, type Policy, type Principal, type Role, type TrustRoot,
+  type AdminOperation, type Applied, type Operation, type Party, type Policy, type Principal, type TrustRoot,
 } from '@apl/core';
 import type { Status } from '@apl/raft';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
 import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
+import { feedHandler, type Feeds } from './feed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
 import type { StorePosition } from './ledger-store.js';
+import { feedOnlyRefusal, logPrincipal, type PlaneRole } from './roles.js';
 import {
   AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, PageQuery, PartyRequest, PolicyRequest, TransferRequest,
   TrustRootRequest, UsageRequest,
@@ -41,7 +43,7 @@ type Unsigned<T> = T extends unknown ? Omit<T, 'v' | 'by'> : never;
 export interface AdminPrincipal {
   name: string;
   token_sha256: string;
-  roles: Role[];
+  roles: PlaneRole[];
 }
 
 export interface AdminNode {
@@ -58,6 +60,8 @@ export interface AdminNode {
 export interface AdminOptions {
   node: AdminNode;
   principals: AdminPrincipal[];
+  /** feeds serves GET /admin/v1/feed (feed.ts). */
+  feeds: Feeds;
   bodyBytesMax: number;
   openapi: string;
   log: Logger;
@@ -84,10 +88,15 @@ export function adminApp(o: AdminOptions): express.Express {
     if (!m) return next(new ApiError('unauthorized', 'An admin token is required (Authorization: Bearer <token>).'));
     const digest = createHash('sha256').update(m[1]!).digest();
     // Compare with every principal so the time taken does not say which one matched.
-    let found: Principal | null = null;
-    for (const { p, digest: d } of hashes) if (timingSafeEqual(d, digest)) found = { name: p.name, roles: p.roles };
+    let found: AdminPrincipal | null = null;
+    for (const { p, digest: d } of hashes) if (timingSafeEqual(d, digest)) found = p;
     if (!found) return next(new ApiError('unauthorized', 'The admin token is not valid.'));
-    res.locals.principal = found;
+    // A rail's credential (the feed role alone) reads the feed and nothing else.
+    const confined = req.path === '/feed' ? null : feedOnlyRefusal(found.name, found.roles);
+    if (confined) return next(new ApiError('forbidden', confined));
+    res.locals.principal = logPrincipal(found.name, found.roles);
+    res.locals.principalName = found.name;
+    res.locals.roles = found.roles;
     next();
   });
 
@@ -223,6 +232,7 @@ export function adminApp(o: AdminOptions): express.Express {
     const pos = o.node.position();
     sendJson(res, 200, { applied_index: pos.applied, tick: pos.tick, digest: pos.head, state_hash: pos.stateHash });
   });
+  app.get('/admin/v1/feed', feedHandler(o.feeds));
   app.get('/admin/v1/log/export', async (req, res) => {
     await barrier(req);
     res.status(200).type('application/x-ndjson; charset=utf-8');

@@ -10,7 +10,8 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
-import { ROLES, parseWith } from '@apl/core';
+import { parseWith } from '@apl/core';
+import { PLANE_ROLES } from './roles.js';
 
 /** An integer setting in [lo, hi], refused with the range in words. */
 const int = (lo: number, hi: number, what = `an integer from ${lo} to ${hi}`) => {
@@ -35,7 +36,7 @@ const Member = z.strictObject({
 const Principal = z.strictObject({
   name: z.string().min(1).max(128),
   token_sha256: z.string().regex(/^[0-9a-f]{64}$/),
-  roles: z.array(z.enum(ROLES)).min(1),
+  roles: z.array(z.enum(PLANE_ROLES)).min(1),
 });
 
 export const ConfigSchema = z.strictObject({
@@ -103,6 +104,17 @@ export const ConfigSchema = z.strictObject({
     attestation_cache_entries_max: count(10_000, 1_000_000),
     /** peer_queue_messages_max: Raft messages waiting for one peer's stream; beyond, they are dropped (Raft resends). */
     peer_queue_messages_max: count(4096, 1_000_000),
+  }).prefault({}),
+  /** feed bounds the change feed (GET /admin/v1/feed, docs/feed.md): its consumers and what each may hold. */
+  feed: z.strictObject({
+    /** consumers_max is the most feeds one node serves at once; one more answers 503 too_many_feeds. */
+    consumers_max: count(64, 10_000),
+    /** heartbeat_interval_ms: a feed that has written nothing for this long writes a heartbeat line. */
+    heartbeat_interval_ms: ms(5000),
+    /** page_records_max is the most journal records a feed reads from the store at a time. */
+    page_records_max: count(256, 10_000),
+    /** lag_ms_max: a feed whose send buffer stays full this long is cut off with where to resume. */
+    lag_ms_max: ms(10_000),
   }).prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -9,13 +9,13 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { ROLES } from '@apl/core';
 import { type Config, ConfigError, tlsFiles, tokensFile } from './config.js';
 import type { AdminPrincipal } from './admin-plane.js';
+import { PLANE_ROLES } from './roles.js';
 
 export const CERT_SCRIPT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../certs/dev-certs.sh');
 
-const TokensFile = z.record(z.string().min(1), z.strictObject({ token: z.string().min(16), roles: z.array(z.enum(ROLES)).min(1) }));
+const TokensFile = z.record(z.string().min(1), z.strictObject({ token: z.string().min(16), roles: z.array(z.enum(PLANE_ROLES)).min(1) }));
 
 const DEV_PRINCIPALS: [string, AdminPrincipal['roles']][] = [
   ['dev-author', ['author', 'operator']],

@@ -17,6 +17,7 @@ const GATEWAY_ERROR_CODES = [
   'not_primary',
   'commit_unavailable',
   'gateway_error',
+  'feed_unavailable',
   'unauthorized',
   'not_found',
   'internal_error',
@@ -54,6 +55,7 @@ export const STATUS: Record<ErrorCode, number> = {
   gateway_error: 422,
   internal_error: 500,
   commit_unavailable: 503,
+  feed_unavailable: 503,
 };
 
 export interface ErrorBody {

@@ -48,6 +48,12 @@ export class Metrics {
     name: 'apl_forwarded_proposals_total', help: 'Proposals a follower forwarded to the primary, by outcome.',
     labelNames: ['outcome'] as const, registers: [this.registry],
   });
+  readonly feedConsumers = new Gauge({ name: 'apl_feed_consumers', help: 'Change feeds being served.', registers: [this.registry] });
+  readonly feedRecords = new Counter({ name: 'apl_feed_records_total', help: 'Journal records written to change feeds.', registers: [this.registry] });
+  readonly feedEnds = new Counter({
+    name: 'apl_feed_ends_total', help: 'Change feeds ended, by reason: consumer_left, feed_lagging, shutting_down, internal_error.',
+    labelNames: ['reason'] as const, registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

@@ -13,6 +13,7 @@ import { adminApp, type AdminPrincipal } from './admin-plane.js';
 import { Attestor } from './attest.js';
 import { type Config, tlsFiles } from './config.js';
 import { ApiError, type ErrorCode } from './errors.js';
+import { Feeds } from './feed.js';
 import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
 import { agentApp } from './gateway.js';
 import { createLogger, type Logger } from './log.js';
@@ -168,6 +169,11 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), agentUrl),
   }));
+  const feeds = new Feeds({
+    applied: () => replica.appliedIndex,
+    journal: (from) => replica.store.journal(from),
+    onApplied: (listener) => replica.onApplied(listener),
+  }, { consumersMax: c.feed.consumers_max, heartbeatIntervalMs: c.feed.heartbeat_interval_ms, pageRecordsMax: c.feed.page_records_max, lagMsMax: c.feed.lag_ms_max }, log, metrics);
   const adminTls = c.admin_client_certs ? { ...tlsOptions, ca: readFileSync(tls.ca), requestCert: true, rejectUnauthorized: true } : tlsOptions;
   const adminServer = await listen(createServer(adminTls), c.admin_port, c.host);
   const adminUrl = url(adminServer);
@@ -189,7 +195,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
         }
       },
     },
-    principals, log, metrics,
+    principals, feeds, log, metrics,
     bodyBytesMax: c.limits.body_bytes_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.admin, 'utf8'), adminUrl),
   }));
@@ -205,6 +211,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     log,
     close: () => (closing ??= (async () => {
       if (mesh) await handOver(replica, log, c.commit_timeout_ms);
+      await feeds.close();
       await Promise.all(servers.map((s) => new Promise<void>((r) => {
         s.close(() => r());
         s.closeIdleConnections();

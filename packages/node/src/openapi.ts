@@ -98,8 +98,11 @@ const PROPOSAL: ErrorCode[] = ['malformed_request', 'not_primary', 'gateway_erro
 const BARRIER: ErrorCode[] = ['not_primary', 'gateway_error', 'commit_unavailable'];
 /** An agent-plane read (gateway.ts reader): its query, the bearer attestation, the agent's binding, the barrier. */
 const AGENT_READ: ErrorCode[] = ['malformed_request', 'unknown_agent', 'attestation', ...BARRIER];
-/** Every /admin/v1 route: the admin token (admin-plane.ts). */
-const ADMIN: ErrorCode[] = ['unauthorized'];
+/**
+ * Every /admin/v1 route: the admin token, and a principal whose only role is `feed`,
+ * which may read the change feed and nothing else (admin-plane.ts, roles.ts).
+ */
+const ADMIN: ErrorCode[] = ['unauthorized', 'forbidden'];
 /** An admin read: the token, then the barrier (skipped with consistency=local). */
 const ADMIN_READ: ErrorCode[] = [...ADMIN, ...BARRIER];
 /** An admin mutation (admin-plane.ts mutate): the token, the role (at the gateway, and with four eyes at the commit point), the proposal. */
@@ -321,6 +324,28 @@ export function adminDocument(): Json {
           responses: { 200: { description: 'One canonical JSON record per line.', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, ...errors(ADMIN_READ) },
         },
       },
+      '/admin/v1/feed': {
+        get: {
+          operationId: 'followFeed',
+          summary: 'The change feed: every operation that took effect, from a log index on, then live as entries are applied (feed or operator role).',
+          description: 'NDJSON, one line each: a record exactly as the export writes it ({entry_hash, index, op, result}, canonical JSON), in log order; '
+            + 'a heartbeat {"heartbeat":true,"applied":A,"next":N} whenever nothing was written for feed.heartbeat_interval_ms '
+            + `(default ${DEFAULTS.feed.heartbeat_interval_ms}), where next is the index the stream continues from; and, when the node ends the stream, `
+            + 'a last line {"error","message","resume_from"}: feed_lagging when the consumer left its buffer full for feed.lag_ms_max '
+            + `(default ${DEFAULTS.feed.lag_ms_max}), shutting_down, or internal_error. Resume with from=resume_from, or with the last index processed plus one. `
+            + 'Served by any replica from its own applied state; a from beyond the applied index waits, with heartbeats. '
+            + `At most feed.consumers_max feeds at once (default ${DEFAULTS.feed.consumers_max}): one more answers 503 feed_unavailable. See docs/feed.md.`,
+          parameters: [
+            { name: 'from', in: 'query', required: false, schema: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }, description: 'The first log index to carry (default 0): the last index processed plus one.' },
+            { name: 'type', in: 'query', required: false, schema: { type: 'string' }, description: 'Only these operation types, comma-separated: SubmitIntent, Tick, an admin operation type, or the groups intent, tick, admin.' },
+            { name: 'verdict', in: 'query', required: false, schema: { type: 'string' }, description: 'Only judged intents with these verdicts, comma-separated: Permitted, ForbiddenRejected, NotPermittedRejected, RepairOutstandingRejected, ObligationUnmetRejected.' },
+          ],
+          responses: {
+            200: { description: 'The stream, one JSON value per line, until the consumer leaves or the node ends it.', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
+            ...errors(ADMIN, ['malformed_request', 'feed_unavailable']),
+          },
+        },
+      },
       '/admin/openapi.json': {
         get: { operationId: 'getOpenApiAdmin', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the administrative plane.' }, ...errors() } },
       },
@@ -331,7 +356,8 @@ export function adminDocument(): Json {
         admin: {
           type: 'http', scheme: 'bearer',
           description: 'An admin principal\'s token as Authorization: Bearer <token>; the node keeps only its SHA-256 and the principal\'s roles '
-            + '(author, reviewer, approver, operator). No token, or one of no principal: 401 unauthorized; a principal without the role a route needs: 403 forbidden.',
+            + '(author, reviewer, approver, operator, feed). No token, or one of no principal: 401 unauthorized; a principal without the role a route needs, '
+            + 'or one whose only role is feed on any route but GET /admin/v1/feed: 403 forbidden.',
         },
       },
       schemas: components(

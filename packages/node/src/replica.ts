@@ -111,6 +111,8 @@ export class Replica {
   /** the term the waiters were registered in; a new term rejects the older ones. */
   private term = 0;
   private readonly reads = new Map<string, ReadWaiter>();
+  /** appliedListeners are told of each applied batch (the change feed follows them). */
+  private readonly appliedListeners = new Set<() => void>();
   /** readPrefix makes ReadIndex contexts unique across restarts of this member. */
   private readonly readPrefix = `${randomBytes(6).toString('hex')}:`;
   private readSeq = 0;
@@ -448,6 +450,13 @@ export class Replica {
       this.remember(e, results[k] ?? null);
       this.settle(e, results[k] ?? null);
     });
+    if (fresh.length > 0) for (const l of this.appliedListeners) l();
+  }
+
+  /** Calls `listener` after each batch of entries is applied and written; returns the unsubscribe. */
+  onApplied(listener: () => void): () => void {
+    this.appliedListeners.add(listener);
+    return () => this.appliedListeners.delete(listener);
   }
 
   private remember(e: Entry, applied: Applied | null): void {

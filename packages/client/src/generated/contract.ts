@@ -4,7 +4,7 @@
 import { ApiError, type ErrorBodyOf } from '../errors.js';
 
 /** Every error code the documents name, in their order. */
-export const ERROR_CODES = ["malformed_request","invalid_usage_id","invalid_policy","unknown_agent","unauthorized","attestation","forbidden","unknown_transaction","unknown_account","unknown_usage","unknown_party","unknown_binding","unknown_trust_root","unknown_policy","not_found","stale_policy","policy_pin_mismatch","no_active_policy","already_exists","invalid_transition","payload_too_large","not_primary","invalid_agent_uri","capability_mapping","multi_currency_mandate_charge","substrate_rejected","gateway_error","internal_error","commit_unavailable"] as const;
+export const ERROR_CODES = ["malformed_request","invalid_usage_id","invalid_policy","unknown_agent","unauthorized","attestation","forbidden","unknown_transaction","unknown_account","unknown_usage","unknown_party","unknown_binding","unknown_trust_root","unknown_policy","not_found","stale_policy","policy_pin_mismatch","no_active_policy","already_exists","invalid_transition","payload_too_large","not_primary","invalid_agent_uri","capability_mapping","multi_currency_mandate_charge","substrate_rejected","gateway_error","internal_error","commit_unavailable","feed_unavailable"] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** The node answered `malformed_request`. */
@@ -152,6 +152,11 @@ export class CommitUnavailableError extends ApiError<'commit_unavailable'> {
   override readonly name = 'CommitUnavailableError';
 }
 
+/** The node answered `feed_unavailable`. */
+export class FeedUnavailableError extends ApiError<'feed_unavailable'> {
+  override readonly name = 'FeedUnavailableError';
+}
+
 /** The class of each code; the Record makes the compiler prove every code has one. */
 export const ERROR_CLASSES: { [C in ErrorCode]: new (status: number, body: ErrorBodyOf<C>) => ApiError<C> } = {
   malformed_request: MalformedRequestError,
@@ -183,6 +188,7 @@ export const ERROR_CLASSES: { [C in ErrorCode]: new (status: number, body: Error
   gateway_error: GatewayErrorError,
   internal_error: InternalErrorError,
   commit_unavailable: CommitUnavailableError,
+  feed_unavailable: FeedUnavailableError,
 };
 
 /** Where the success body of each operation, by operationId, holds 128-bit integers (src/json.ts says how a plan reads). */
