@@ -96,22 +96,25 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /** Opens one stream; rejects with the node's error for an answer other than 200. */
-async function open(t: Transport, token: string, cursor: number, o: FeedOptions): Promise<IncomingMessage> {
-  const res = await t.open('GET', feedPath(cursor, o), { headers: { authorization: `Bearer ${token}`, accept: 'application/x-ndjson' }, ...(o.signal ? { signal: o.signal } : {}) });
+async function open(t: Transport, url: string, token: string, cursor: number, o: FeedOptions): Promise<IncomingMessage> {
+  const res = await t.open('GET', feedPath(cursor, o), { headers: { authorization: `Bearer ${token}`, accept: 'application/x-ndjson' }, ...(o.signal ? { signal: o.signal } : {}) }, url);
   if (res.statusCode === 200) return res;
   const chunks: Buffer[] = [];
   for await (const c of res) chunks.push(c as Buffer);
-  throw errorOf({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url: t.url });
+  throw errorOf({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url });
 }
 
 export async function* follow(t: Transport, token: string, o: FeedOptions = {}): AsyncGenerator<FeedRecord> {
   let cursor = o.from ?? 0;
   if (!Number.isSafeInteger(cursor) || cursor < 0) throw new RangeError(`from must be a log index (an integer from 0), not ${cursor}`);
+  // Every replica serves the feed from its own log: after a failure (a replica that
+  // died, refused the connection or is at capacity) the next configured one is asked.
+  let at = Math.max(0, t.urls.indexOf(t.url));
   while (!o.signal?.aborted) {
     let reason: string;
     let res: IncomingMessage | null = null;
     try {
-      res = await open(t, token, cursor, o);
+      res = await open(t, t.urls[at]!, token, cursor, o);
       res.setTimeout(o.idleTimeoutMs ?? IDLE_TIMEOUT_MS, () => res!.destroy(new Error('the stream was silent for too long')));
       reason = 'the stream ended';
       for await (const line of createInterface({ input: res, crlfDelay: Infinity })) {
@@ -132,6 +135,7 @@ export async function* follow(t: Transport, token: string, o: FeedOptions = {}):
       if (o.signal?.aborted) return;
       if (isFinal(err)) throw err;
       reason = (err as Error).message;
+      at = (at + 1) % t.urls.length;
     } finally {
       res?.destroy();
     }

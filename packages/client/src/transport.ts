@@ -99,8 +99,7 @@ export class Transport {
   }
 
   /** Sends a request and hands back the answer's stream unread (for the log export); no 421 following. */
-  open(method: string, path: string, out: Outgoing = {}): Promise<IncomingMessage> {
-    const url = this.url;
+  open(method: string, path: string, out: Outgoing = {}, url: string = this.url): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
       const req = this.start(url, method, path, out, reject);
       req.on('response', (res) => {
