@@ -43,12 +43,22 @@
  * Compaction: after applying, call `compact(appliedIndex, stateBytes)` and persist the
  * returned snapshot with `LogStore.saveSnapshot`. Followers too far behind then receive it.
  *
+ * Snapshots between processes: a `snap` message in Ready carries the metadata; the
+ * transport streams the data beside it and reports the outcome with
+ * `reportSnapshot(to, ok)`. The leader never resends on a timer while a transfer runs.
+ * A transport that cannot reach a peer calls `reportUnreachable(to)`.
+ *
+ * Start: a store records the member's identity (cluster id, node id, members) at
+ * bootstrap; `checkStart` refuses a store of another cluster or member, and an empty
+ * store when the configuration says the cluster already runs.
+ *
  * Membership is static: `config.peers`. See docs/raft.md for the design.
  */
 export { RawNode, emptyBoot } from './rawnode.js';
 export { LevelLogStore, LogStoreCorruptError } from './level-store.js';
 export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 export { RaftInvariantError } from './assert.js';
+export { checkStart, isEmptyBoot, type ClusterState, type Identity, type StartCheck } from './identity.js';
 export { seededRandom } from './random.js';
 export {
   MESSAGE_TYPES,

@@ -6,6 +6,7 @@
 //   'm'                      snapshot meta, JSON {index, term, members}
 //   's'                      snapshot data
 //   'e' + u64 big-endian     entry at that index: u64 big-endian term, then the data
+//   'i'                      the member's identity, JSON {clusterId, nodeId, members}
 // Fixed-width big-endian index keys sort in index order, so a range scan reads the log
 // in order and the first and last keys are the log's bounds.
 //
@@ -13,6 +14,7 @@
 // queued so that they reach LevelDB in call order even if a caller does not wait.
 import { Level } from 'level';
 import { EMPTY_HARD_STATE } from './entry.js';
+import type { Identity } from './identity.js';
 import type { LogStore, SaveBatch } from './storage.js';
 import type { Boot, Entry, HardState, NodeId, Snapshot, SnapshotMeta } from './types.js';
 
@@ -22,6 +24,7 @@ type Op = { type: 'put'; key: Bytes; value: Bytes } | { type: 'del'; key: Bytes 
 const KEY_HARD_STATE = Uint8Array.of(0x68); // 'h'
 const KEY_SNAP_META = Uint8Array.of(0x6d); // 'm'
 const KEY_SNAP_DATA = Uint8Array.of(0x73); // 's'
+const KEY_IDENTITY = Uint8Array.of(0x69); // 'i'
 const ENTRY_PREFIX = 0x65; // 'e'
 
 export class LogStoreCorruptError extends Error {
@@ -113,6 +116,19 @@ export class LevelLogStore implements LogStore {
     this.first = index + 1;
     this.last = Math.max(this.last, index);
     return this.enqueue(ops, true);
+  }
+
+  async identity(): Promise<Identity | null> {
+    await this.tail;
+    const b = await this.db.get(KEY_IDENTITY);
+    if (b === undefined) return null;
+    const v = parseJson(b) as Partial<Identity>;
+    if (typeof v.clusterId !== 'string' || typeof v.nodeId !== 'string' || !Array.isArray(v.members)) throw new LogStoreCorruptError('malformed identity');
+    return { clusterId: v.clusterId, nodeId: v.nodeId, members: v.members.map(String) };
+  }
+
+  bootstrap(identity: Identity): Promise<void> {
+    return this.enqueue([{ type: 'put', key: KEY_IDENTITY, value: new TextEncoder().encode(JSON.stringify(identity)) }], true);
   }
 
   async close(): Promise<void> {

@@ -19,8 +19,6 @@ export class Progress {
   state: ProgressState = 'probe';
   /** pendingSnapshot is the index of the snapshot in flight (state 'snapshot'), else 0. */
   pendingSnapshot = 0;
-  /** snapshotElapsedTicks counts ticks since the snapshot was sent, to resend a lost one. */
-  snapshotElapsedTicks = 0;
   /** recentActive: the member answered within the current election timeout (check-quorum). */
   recentActive = false;
   /** probeSent: in state 'probe', an append is out and unanswered. */
@@ -53,7 +51,6 @@ export class Progress {
   becomeSnapshot(index: number): void {
     this.state = 'snapshot';
     this.pendingSnapshot = index;
-    this.snapshotElapsedTicks = 0;
     this.probeSent = false;
     this.inflights.reset();
   }

@@ -159,7 +159,7 @@ t.test('a lagging follower is caught up by snapshot', async (t) => {
     t.equal(net.node('a').status().progress?.c?.state, 'replicate', 'the leader streams to c again');
   });
 
-  t.test('a lost snapshot is sent again after an election timeout', async (t) => {
+  t.test('a lost snapshot is not resent on a timer: the transport reports the failure, then it is sent again', async (t) => {
     const net = new Network(ABC);
     net.campaign('a');
     net.isolate('c');
@@ -171,9 +171,37 @@ t.test('a lagging follower is caught up by snapshot', async (t) => {
     net.tickAll(1);
     t.equal(sent, 1, 'the first snapshot is lost');
     t.equal(net.node('a').status().progress?.c?.state, 'snapshot', 'the leader waits for it');
-    net.tickAll(12);
-    t.ok(sent >= 2, 'the leader sent it again');
+    net.tickAll(30);
+    t.equal(sent, 1, 'three election timeouts later it has not been resent: a slow transfer is never restarted');
+    t.equal(net.node('a').status().progress?.c?.state, 'snapshot');
+    net.node('a').reportSnapshot('c', false);
+    net.tickAll(2);
+    t.ok(sent >= 2, 'after the transport reported the failure, the leader sent it again');
     t.equal(net.member('c').restored.at(-1)?.meta.index, 3);
+  });
+
+  t.test('a finished transfer returns the member to probing, and its answer to replication', async (t) => {
+    const net = new Network(ABC);
+    net.campaign('a');
+    net.isolate('c');
+    net.propose('a', 'x1', 'x2');
+    net.compact('a');
+    net.heal();
+    net.filter = (m) => m.type !== 'snap';
+    net.tickAll(1);
+    t.equal(net.node('a').status().progress?.c?.state, 'snapshot');
+    net.node('a').reportSnapshot('c', true);
+    t.equal(net.node('a').status().progress?.c?.state, 'probe', 'finish: probe from the snapshot on');
+    t.equal(net.node('a').status().progress?.c?.next, 4, 'next is past the snapshot');
+  });
+
+  t.test('an unreachable member that was being streamed to is probed instead', async (t) => {
+    const net = new Network(ABC);
+    net.campaign('a');
+    net.propose('a', 'x1');
+    t.equal(net.node('a').status().progress?.b?.state, 'replicate');
+    net.node('a').reportUnreachable('b');
+    t.equal(net.node('a').status().progress?.b?.state, 'probe');
   });
 });
 

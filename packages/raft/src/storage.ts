@@ -8,6 +8,7 @@
 // before the promise resolves; the caller sends the Ready's messages only after that.
 import { assert } from './assert.js';
 import { EMPTY_HARD_STATE } from './entry.js';
+import type { Identity } from './identity.js';
 import type { Boot, Entry, HardState, Ready, Snapshot } from './types.js';
 
 /** SaveBatch is the part of a Ready that a store writes. */
@@ -24,6 +25,10 @@ export interface LogStore {
    * synced. A snapshot not beyond the stored one is ignored.
    */
   saveSnapshot(snapshot: Snapshot): Promise<void>;
+  /** identity is what bootstrap wrote, or null for a store never bootstrapped. */
+  identity(): Promise<Identity | null>;
+  /** bootstrap records the member's identity, synced (see identity.ts). */
+  bootstrap(identity: Identity): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -48,7 +53,26 @@ export class MemoryLogStore implements LogStore {
   private unsynced: Write[] = [];
   /** the bounds of the log as load() would see it: (offset, last]. */
   private bounds = { offset: 0, last: 0 };
+  private stored: Identity | null = null;
   syncCount = 0;
+
+  identitySync(): Identity | null {
+    return this.stored === null ? null : { ...this.stored, members: [...this.stored.members] };
+  }
+
+  /** bootstrapSync is synced: it survives a crash. */
+  bootstrapSync(identity: Identity): void {
+    this.stored = { ...identity, members: [...identity.members] };
+  }
+
+  identity(): Promise<Identity | null> {
+    return Promise.resolve(this.identitySync());
+  }
+
+  bootstrap(identity: Identity): Promise<void> {
+    this.bootstrapSync(identity);
+    return Promise.resolve();
+  }
 
   loadSync(): Boot {
     const view = cloneState(this.durable);

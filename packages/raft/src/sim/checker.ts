@@ -24,6 +24,7 @@ export const CHECKERS = [
   'stateMachineSafety',
   'durability',
   'linearizableRead',
+  'snapshotTransfer',
   'liveness',
   'assertion',
 ] as const;
@@ -75,8 +76,20 @@ export class Checker {
   /** maxAcked is the highest index acknowledged to a client. */
   maxAcked = 0;
   private maxAckedTerm = 0;
-  /** reads asked and not yet answered: context -> maxAcked when asked. */
+  /**
+   * reads asked and not yet answered: context -> the floor when asked, the highest of:
+   * an index seen committed anywhere, an acknowledged index, an index an earlier read
+   * was answered at. A linearizable read may not answer below any of them.
+   */
   private readonly reads = new Map<string, number>();
+  /** the highest index seen committed on any node, and its entry's term. */
+  private maxCommitted = 0;
+  private maxCommittedTerm = 0;
+  /** the highest index any read was answered at. */
+  private maxReadAnswered = 0;
+  /** how many reads were answered and proposals acknowledged (a run where none was proves nothing). */
+  readsAnswered = 0;
+  ackedCount = 0;
   private readonly shadows = new Map<NodeId, Shadow>();
 
   constructor(private readonly quorum: number) {}
@@ -149,6 +162,10 @@ export class Checker {
     for (let i = Math.max(sh.commitSeen, log.offset) + 1; i <= log.committed; i++) {
       const key = entryKey(log.entry(i) as Entry);
       const known = this.committed[i];
+      if (i > this.maxCommitted) {
+        this.maxCommitted = i;
+        this.maxCommittedTerm = (log.entry(i) as Entry).term;
+      }
       if (known === undefined) {
         this.committed[i] = key;
         this.commitFrontier.set(r.term, Math.max(this.commitFrontier.get(r.term) ?? 0, i));
@@ -205,6 +222,7 @@ export class Checker {
 
   /** onAck records that a proposal was answered "committed" to its client. */
   onAck(e: Entry): void {
+    this.ackedCount++;
     this.acked[e.index] = entryKey(e);
     if (e.index > this.maxAcked) {
       this.maxAcked = e.index;
@@ -212,20 +230,26 @@ export class Checker {
     }
   }
 
+  /** The highest acknowledged entry and the highest committed one are each on a quorum of disks. */
   private checkDurability(views: readonly NodeView[]): void {
-    if (this.maxAcked === 0) return;
+    this.checkQuorumHolds(views, this.maxAcked, this.maxAckedTerm, 'acknowledged');
+    this.checkQuorumHolds(views, this.maxCommitted, this.maxCommittedTerm, 'committed');
+  }
+
+  private checkQuorumHolds(views: readonly NodeView[], index: number, term: number, what: string): void {
+    if (index === 0) return;
     let holders = 0;
     for (const v of views) {
-      const t = v.disk.durableTerm(this.maxAcked);
-      if (t === 'snapshot' || t === this.maxAckedTerm) holders++;
+      const t = v.disk.durableTerm(index);
+      if (t === 'snapshot' || t === term) holders++;
     }
     if (holders < this.quorum) {
-      throw new Violation('durability', `acknowledged entry ${this.maxAcked} is durable on ${holders} disks, fewer than a quorum`);
+      throw new Violation('durability', `${what} entry ${index} is durable on ${holders} disks, fewer than a quorum`);
     }
   }
 
   onReadAsked(context: string): void {
-    this.reads.set(context, this.maxAcked);
+    this.reads.set(context, Math.max(this.maxAcked, this.maxCommitted, this.maxReadAnswered));
   }
 
   onReadAnswered(id: NodeId, rs: ReadState): void {
@@ -233,9 +257,11 @@ export class Checker {
     const floor = this.reads.get(context);
     if (floor === undefined) return;
     this.reads.delete(context);
+    this.readsAnswered++;
     if (rs.index < floor) {
-      throw new Violation('linearizableRead', `${id} answers read ${context} at ${rs.index}, but ${floor} was acknowledged before it was asked`);
+      throw new Violation('linearizableRead', `${id} answers read ${context} at ${rs.index}, but ${floor} was committed, acknowledged or read before it was asked`);
     }
+    this.maxReadAnswered = Math.max(this.maxReadAnswered, rs.index);
   }
 
   /** checkAckedApplied: at the end every acknowledged entry is what was applied at its index. */

@@ -2,12 +2,14 @@
 //
 //   npm run sim -- --seeds N [--from S]   run seeds S..S+N-1 (S defaults to 1); print failing seeds
 //   npm run sim -- --seed S [--trace]     replay one seed; print its trace hash (and the trace)
+//   npm run sim -- --mutants [--seeds N]  the mutation table: how many of N seeds (default 300) catch each broken variant
 //   npm run sim                           print the usage
 //
 // Options: --no-faults (no network faults, crashes or restarts), --ticks T (fault phase length).
 // Exit status 1 when any seed fails.
 import { pathToFileURL } from 'node:url';
-import { runSimulation, type SimOptions, type SimResult } from './simulation.js';
+import { MUTANTS, type Mutant } from './mutants.js';
+import { runSimulation, type SimCounts, type SimOptions, type SimResult } from './simulation.js';
 
 interface Args {
   seed: number | null;
@@ -16,14 +18,15 @@ interface Args {
   trace: boolean;
   faults: boolean;
   ticks: number | undefined;
+  mutants: boolean;
 }
 
 class UsageError extends Error {}
 
-const USAGE = 'usage: sim --seeds N [--from S] | --seed S [--trace]  [--no-faults] [--ticks T]';
+const USAGE = 'usage: sim --seeds N [--from S] | --seed S [--trace] | --mutants [--seeds N]  [--no-faults] [--ticks T]';
 
 function parse(argv: string[]): Args {
-  const args: Args = { seed: null, seeds: 100, from: 1, trace: false, faults: true, ticks: undefined };
+  const args: Args = { seed: null, seeds: 100, from: 1, trace: false, faults: true, ticks: undefined, mutants: false };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     const value = (): number => {
@@ -37,6 +40,7 @@ function parse(argv: string[]): Args {
     else if (a === '--ticks') args.ticks = value();
     else if (a === '--trace') args.trace = true;
     else if (a === '--no-faults') args.faults = false;
+    else if (a === '--mutants') args.mutants = true;
     else throw new UsageError(`unknown argument ${a}`);
   }
   return args;
@@ -59,18 +63,20 @@ export function runSeeds(
   count: number,
   optionsOf: (seed: number) => Parameters<typeof runSimulation>[0] = (seed) => ({ seed }),
   onFailure: (r: SimResult) => void = () => {},
-): { failed: SimResult[]; events: number } {
+): { failed: SimResult[]; events: number; counts: SimCounts } {
   const failed: SimResult[] = [];
   let events = 0;
+  const counts: SimCounts = { readsAnswered: 0, acked: 0, crashes: 0, snapshotInstalls: 0, snapshotTransfersFailed: 0, pauses: 0, writeFailures: 0, compactionCrashes: 0, wipes: 0, wipeRefusals: 0 };
   for (let s = from; s < from + count; s++) {
     const r = runSimulation(optionsOf(s));
     events += r.events;
+    for (const k of Object.keys(counts) as (keyof SimCounts)[]) counts[k] += r.counts[k];
     if (!r.ok) {
       failed.push(r);
       onFailure(r);
     }
   }
-  return { failed, events };
+  return { failed, events, counts };
 }
 
 /** runCli runs the simulator as the command line would, printing through `print`; returns the exit status. */
@@ -95,12 +101,40 @@ export function runCli(argv: string[], print: (line: string) => void): number {
     print(`trace sha256 ${r.traceHash}`);
     return r.ok ? 0 : 1;
   }
+  if (a.mutants) return mutationTable(argv.includes('--seeds') ? a.seeds : 300, a.from, print);
   const started = process.hrtime.bigint();
-  const { failed, events } = runSeeds(a.from, a.seeds, (s) => options(a, s), (r) => print(describeResult(r)));
+  const { failed, events, counts } = runSeeds(a.from, a.seeds, (s) => options(a, s), (r) => print(describeResult(r)));
   const secs = Number(process.hrtime.bigint() - started) / 1e9;
   const list = failed.length === 0 ? '' : `; failing seeds: ${failed.map((r) => r.seed).join(' ')}`;
   print(`sim: ${a.seeds} seeds from ${a.from}, ${a.seeds - failed.length} passed, ${failed.length} failed, ${events} events, ${secs.toFixed(1)}s${list}`);
+  print(`sim: summed over the seeds: ${Object.entries(counts).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   return failed.length === 0 ? 0 : 1;
+}
+
+/** Caught is how many of the seeds catch the mutant, and by which checkers. */
+export function catches(m: Mutant, from: number, count: number): { caught: number; by: Record<string, number> } {
+  const by: Record<string, number> = {};
+  let caught = 0;
+  for (let seed = from; seed < from + count; seed++) {
+    const r = runSimulation({ seed, ...m.options });
+    if (r.ok) continue;
+    caught++;
+    const c = r.violation!.checker;
+    by[c] = (by[c] ?? 0) + 1;
+  }
+  return { caught, by };
+}
+
+function mutationTable(count: number, from: number, print: (line: string) => void): number {
+  print(`| broken variant | seeds that catch it (of ${count}) | by |`);
+  print('|---|---:|---|');
+  let missed = 0;
+  for (const m of MUTANTS) {
+    const { caught, by } = catches(m, from, count);
+    if (caught === 0) missed++;
+    print(`| ${m.name} | ${caught} | ${Object.entries(by).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+  }
+  return missed === 0 ? 0 : 1;
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

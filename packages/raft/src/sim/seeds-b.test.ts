@@ -6,11 +6,25 @@
 import t from 'tap';
 import { describeResult, runSeeds } from './main.js';
 
+// The codec round trip of every message makes a seed slower; a loaded machine more so.
+t.setTimeout(180_000);
+
 const FROM = 501;
 const COUNT = 500;
 
 t.test(`seeds ${FROM}..${FROM + COUNT - 1} with faults: every checker holds and the group recovers`, async (t) => {
-  const { failed, events } = runSeeds(FROM, COUNT);
+  const { failed, events, counts } = runSeeds(FROM, COUNT);
   t.same(failed.map(describeResult), [], 'failing seeds (replay one with: npm run sim -- --seed S)');
   t.ok(events > COUNT * 1000, `the runs did real work (${events} events)`);
+  // No checker may pass on runs where nothing happened: each kind of event it judges
+  // must have occurred many times over the seeds (figures of 500 seeds, about a tenth).
+  t.ok(counts.readsAnswered >= 5 * COUNT, `reads answered: ${counts.readsAnswered}`);
+  t.ok(counts.acked >= 50 * COUNT, `proposals acknowledged: ${counts.acked}`);
+  t.ok(counts.crashes >= 5 * COUNT, `crashes: ${counts.crashes}`);
+  t.ok(counts.snapshotInstalls >= COUNT / 2, `snapshots installed from a leader: ${counts.snapshotInstalls}`);
+  t.ok(counts.snapshotTransfersFailed >= COUNT / 10, `snapshot transfers failed: ${counts.snapshotTransfersFailed}`);
+  t.ok(counts.pauses >= COUNT, `pauses: ${counts.pauses}`);
+  t.ok(counts.writeFailures >= COUNT / 20, `failed writes: ${counts.writeFailures}`);
+  t.ok(counts.compactionCrashes >= COUNT / 20, `crashes between compaction and its write: ${counts.compactionCrashes}`);
+  t.ok(counts.wipeRefusals >= COUNT / 20, `starts refused on a wiped disk: ${counts.wipeRefusals}`);
 });

@@ -34,11 +34,19 @@ t.test('sim --seed S prints a summary and a trace hash, identical on every run',
   t.same(run(), first);
 });
 
-t.test('sim --seeds N runs N seeds and prints a one-line summary', async (t) => {
+t.test('sim --seeds N runs N seeds and prints a summary and the counts summed over the seeds', async (t) => {
   const out: string[] = [];
   t.equal(runCli(['--seeds', '5', '--from', '100'], (l) => out.push(l)), 0);
-  t.equal(out.length, 1);
+  t.equal(out.length, 2);
   t.match(out[0] ?? '', /^sim: 5 seeds from 100, 5 passed, 0 failed, \d+ events/);
+  t.match(out[1] ?? '', /^sim: summed over the seeds: readsAnswered \d+, acked \d+, crashes \d+, snapshotInstalls \d+/);
+});
+
+t.test('sim --mutants prints the mutation table, and fails when a variant escapes every seed', async (t) => {
+  const out: string[] = [];
+  t.equal(runCli(['--mutants', '--seeds', '3'], (l) => out.push(l)), 1, 'three seeds are too few to catch Figure 8');
+  t.match(out[0] ?? '', /broken variant \| seeds that catch it \(of 3\)/);
+  t.match(out.join('\n'), /\| messages sent before the Ready is persisted \| 3 \| durability 3 \|/);
 });
 
 t.test('sim rejects an unknown argument with a usage line and status 2, and prints usage without arguments', async (t) => {

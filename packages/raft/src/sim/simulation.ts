@@ -18,6 +18,7 @@ import type { Boot, Config, Entry, Message, NodeId, Ready, Snapshot } from '../t
 import { Checker, entryKey, Violation, type CheckerName } from './checker.js';
 import { Prng } from './prng.js';
 import { messageCodec } from '../wire/codec.js';
+import { checkStart, isEmptyBoot } from '../identity.js';
 
 export type NodeFactory = (config: Config, boot: Boot) => RawNode;
 
@@ -27,12 +28,12 @@ export interface SimOptions {
   faults?: boolean;
   /** length of the fault phase in ticks (default 1000). */
   faultTicks?: number;
-  /** after healing, a stable leader must emerge within this many ticks (default 100). */
+  /** after healing, a stable leader must emerge within this many ticks (default 10 election timeouts of the seed). */
   leaderTicks?: number;
   /**
    * after healing, until a new proposal is applied on every node, the group must make
    * progress (an entry made durable, committed or applied somewhere) at least every this
-   * many ticks (default 100).
+   * many ticks (default 10 election timeouts of the seed).
    * A backlog of entries may take long to replicate; a group that stops moving is stuck.
    */
   stallTicks?: number;
@@ -42,6 +43,8 @@ export interface SimOptions {
   factory?: NodeFactory;
   /** a deliberately broken driver that sends a Ready's messages before persisting it. */
   sendBeforePersist?: boolean;
+  /** a deliberately broken start that accepts an empty store in a running cluster (a wiped disk). */
+  acceptEmptyStore?: boolean;
   /** receives every trace line. */
   onTrace?: (line: string) => void;
 }
@@ -56,6 +59,8 @@ export interface SimResult {
   /** highest commit index reached. */
   commit: number;
   acked: number;
+  /** what happened, so that a checker never passes on a run where nothing did. */
+  counts: SimCounts;
   crashes: number;
   maxTerm: number;
   nodes: number;
@@ -65,12 +70,32 @@ export interface SimResult {
   recoveryTicks: number;
 }
 
+export interface SimCounts {
+  /** reads answered (a ReadState served) and proposals acknowledged to their client. */
+  readsAnswered: number;
+  acked: number;
+  crashes: number;
+  /** snapshots a member restored from a leader's transfer (not at its own restart). */
+  snapshotInstalls: number;
+  snapshotTransfersFailed: number;
+  pauses: number;
+  writeFailures: number;
+  /** crashes between a compaction and its snapshot write. */
+  compactionCrashes: number;
+  /** members whose disk was wiped, and the starts refused on the empty store. */
+  wipes: number;
+  wipeRefusals: number;
+}
+
 /** Simulated time: a tick is TICK time units; message and disk delays are in units. */
 const TICK = 10;
 
 type Event =
   | { kind: 'tick'; id: NodeId; gen: number }
   | { kind: 'deliver'; to: NodeId; wire: Uint8Array }
+  | { kind: 'snapDone'; from: NodeId; gen: number; to: NodeId; wire: Uint8Array | null; key: string }
+  | { kind: 'resume'; id: NodeId; gen: number }
+  | { kind: 'readAt'; id: NodeId; gen: number }
   | { kind: 'saved'; id: NodeId; gen: number }
   | { kind: 'client' }
   | { kind: 'fault' }
@@ -95,6 +120,20 @@ interface Slot {
   state: number;
   /** proposals of this incarnation awaiting apply: index -> entry key. */
   proposals: Map<number, string>;
+  /** this member's clock: time units between its ticks (members drift apart). */
+  tickEvery: number;
+  /** the process is paused (SIGSTOP) until this time: it ticks, receives and writes nothing. */
+  pausedUntil: number;
+  /** the state after each recent applied index, for a snapshot taken a tail behind. */
+  history: Map<number, number>;
+  /** the member refused to start on a wiped disk: it stays down, as an operator would find it. */
+  retired: boolean;
+  /**
+   * the disk a wipe destroyed, until the member starts on the new one. The checkers see
+   * it: a member that is down for good does not lie about what it held, one that came
+   * back on an empty store does.
+   */
+  lostDisk: MemoryLogStore | null;
 }
 
 interface Knobs {
@@ -109,6 +148,12 @@ interface Knobs {
   maxSizePerMsg: number;
   maxUncommittedEntries: number;
   compactEvery: number;
+  /** compaction keeps this many entries before the applied index (a lagging member catches up from the log). */
+  compactTail: number;
+  electionTicks: number;
+  /** snapshots are padded to this many bytes and sent in chunks of snapChunkBytes: large and slow transfers. */
+  snapBytes: number;
+  snapChunkBytes: number;
 }
 
 export function runSimulation(opts: SimOptions): SimResult {
@@ -156,6 +201,24 @@ class Simulation {
   private nextPayload = 0;
   private marker: { index: number; term: number; key: string } | null = null;
   private crashes = 0;
+  /** no fault is injected before this time (a stale-leader scenario is under way). */
+  private quietUntil = 0;
+  private readonly counts: SimCounts = { readsAnswered: 0, acked: 0, crashes: 0, snapshotInstalls: 0, snapshotTransfersFailed: 0, pauses: 0, writeFailures: 0, compactionCrashes: 0, wipes: 0, wipeRefusals: 0 };
+  /**
+   * snapshot transfers in flight, by `${from}#${incarnation}>${to}`: a process's transport
+   * runs one per peer at a time, as the node's mesh does; a restarted process has a new one.
+   */
+  private readonly transfers = new Set<string>();
+  /**
+   * snapshots a leader asked for and has heard nothing about since, by `${from}>${to}`,
+   * with the sender's incarnation and term. Asking again before a report or an answer
+   * from the member is the blind resend that restarts a slow transfer forever.
+   */
+  private readonly awaiting = new Map<string, { tag: string; since: number }>();
+  /** when the leader last heard about a pair's transfer: an answer of the member, or a report. */
+  private readonly heard = new Map<string, number>();
+  /** the time of each node's latest Ready: a Ready's messages were made after the previous one. */
+  private readonly readyAt = new Map<NodeId, number>();
 
   constructor(private readonly opts: SimOptions) {
     this.rng = new Prng(opts.seed);
@@ -174,13 +237,17 @@ class Simulation {
       maxSizePerMsg: this.rng.pick([1, 64, 256, 4096]),
       maxUncommittedEntries: this.rng.pick([8, 64, 1024]),
       compactEvery: this.rng.pick([4, 16, 64]),
+      compactTail: this.rng.pick([0, 0, 4, 32]),
+      electionTicks: this.rng.pick([6, 10, 10, 20]),
+      snapBytes: this.rng.pick([0, 512, 8192]),
+      snapChunkBytes: this.rng.pick([256, 1024, 4096]),
     };
     this.checker = new Checker(Math.floor(n / 2) + 1);
     this.factory = opts.factory ?? ((c, b) => new RawNode(c, b));
     this.faultEnd = (opts.faultTicks ?? 1000) * TICK;
     this.deadline = this.faultEnd + (opts.recoveryTicks ?? 3000) * TICK;
-    this.leaderDeadline = this.faultEnd + (opts.leaderTicks ?? 100) * TICK;
-    this.stall = (opts.stallTicks ?? 100) * TICK;
+    this.leaderDeadline = this.faultEnd + (opts.leaderTicks ?? 10 * this.knobs.electionTicks) * TICK;
+    this.stall = (opts.stallTicks ?? 10 * this.knobs.electionTicks) * TICK;
     for (const id of this.ids) {
       this.slots.set(id, {
         id,
@@ -193,6 +260,11 @@ class Simulation {
         applied: 0,
         state: 0,
         proposals: new Map(),
+        tickEvery: TICK + this.rng.int(-2, 3),
+        pausedUntil: 0,
+        history: new Map(),
+        retired: false,
+        lostDisk: null,
       });
     }
     this.trace(`seed ${opts.seed} nodes ${n} ${JSON.stringify(this.knobs)}`);
@@ -226,6 +298,7 @@ class Simulation {
       events: this.events,
       commit,
       acked: this.checker.maxAcked,
+      counts: { ...this.counts, crashes: this.crashes, readsAnswered: this.checker.readsAnswered, acked: this.checker.ackedCount },
       crashes: this.crashes,
       maxTerm,
       nodes: this.ids.length,
@@ -246,7 +319,7 @@ class Simulation {
   }
 
   private views(): { id: NodeId; node: RawNode | null; disk: MemoryLogStore }[] {
-    return Array.from(this.slots.values());
+    return Array.from(this.slots.values(), (s) => ({ id: s.id, node: s.node, disk: s.lostDisk ?? s.disk }));
   }
 
   private handle(ev: Event): void {
@@ -255,6 +328,12 @@ class Simulation {
         return this.onTick(ev.id, ev.gen);
       case 'deliver':
         return this.onDeliver(ev.to, ev.wire);
+      case 'snapDone':
+        return this.onSnapDone(ev);
+      case 'resume':
+        return this.onResume(ev.id, ev.gen);
+      case 'readAt':
+        return this.onReadAt(ev.id, ev.gen);
       case 'saved':
         return this.onSaved(ev.id, ev.gen);
       case 'client':
@@ -276,11 +355,21 @@ class Simulation {
 
   private start(s: Slot): void {
     const boot = s.disk.loadSync();
+    const configured = { clusterId: 'sim', nodeId: s.id, members: this.ids };
+    const check = checkStart({ stored: s.disk.identitySync(), configured, clusterState: this.now === 0 ? 'new' : 'existing', empty: isEmptyBoot(boot) });
+    if (!check.ok && !this.opts.acceptEmptyStore) {
+      if (!s.retired) this.counts.wipeRefusals++;
+      s.retired = true;
+      this.trace(`refuse ${s.id}: ${check.message.slice(0, 60)}`);
+      return;
+    }
+    if (!check.ok || check.bootstrap) s.disk.bootstrapSync(configured);
+    s.lostDisk = null;
     const k = this.knobs;
     const config: Config = {
       id: s.id,
       peers: this.ids,
-      electionTicks: 10,
+      electionTicks: k.electionTicks,
       heartbeatTicks: k.heartbeatTicks,
       preVote: k.preVote,
       checkQuorum: k.checkQuorum,
@@ -294,10 +383,39 @@ class Simulation {
     s.proposals = new Map();
     s.applied = 0;
     s.state = 0;
-    if (boot.snapshot !== null) this.restoreState(s, boot.snapshot);
+    s.history = new Map([[0, 0]]);
+    s.pausedUntil = 0;
+    if (boot.snapshot !== null) this.restoreState(s, boot.snapshot, false);
     this.checker.resetNode(s.id);
     this.trace(`start ${s.id} gen ${s.gen} term ${boot.hardState.term} last ${(boot.snapshot?.meta.index ?? 0) + boot.entries.length}`);
     this.schedule(this.now + 1 + this.rng.int(0, TICK - 1), { kind: 'tick', id: s.id, gen: s.gen });
+  }
+
+  /** A paused member resumes: what arrived meanwhile is delivered, its clock and disk go on. */
+  private onResume(id: NodeId, gen: number): void {
+    const s = this.slot(id);
+    if (s.gen !== gen) return;
+    this.trace(`resume ${id}`);
+    s.pausedUntil = 0;
+    // Clients that waited on it retry their reads as soon as it answers again.
+    if (s.node?.raft.role === 'leader' && this.phase === 'faults') {
+      for (let k = 0; k < 3; k++) this.schedule(this.now + this.clientRng.int(0, 2 * TICK), { kind: 'readAt', id, gen });
+    }
+  }
+
+  private onReadAt(id: NodeId, gen: number): void {
+    const s = this.slot(id);
+    if (s.gen !== gen || s.node === null || s.pausedUntil > this.now || this.phase !== 'faults') return;
+    this.read(s);
+    this.pump(s);
+  }
+
+  /** Whether an event for a member must wait: it is paused. Reschedules it for when it resumes. */
+  private deferred(s: Slot, ev: Event): boolean {
+    if (s.pausedUntil <= this.now) return false;
+    // What piled up while paused is handled in no particular order after the resume.
+    this.schedule(s.pausedUntil + this.net.int(0, 2 * TICK), ev);
+    return true;
   }
 
   private crash(s: Slot): void {
@@ -313,23 +431,27 @@ class Simulation {
   private onTick(id: NodeId, gen: number): void {
     const s = this.slot(id);
     if (s.gen !== gen || s.node === null) return;
+    if (this.deferred(s, { kind: 'tick', id, gen })) return;
     this.trace(`tick ${id}`);
     const node = s.node;
     this.guard(() => node.tick());
     this.pump(s);
-    this.schedule(this.now + TICK, { kind: 'tick', id, gen });
+    this.schedule(this.now + s.tickEvery, { kind: 'tick', id, gen });
   }
 
   /** onDeliver decodes what the network carried: a node never sees the sender's object, only its bytes. */
   private onDeliver(to: NodeId, wire: Uint8Array): void {
-    const m = this.codec.decode(wire);
     const s = this.slot(to);
+    if (this.deferred(s, { kind: 'deliver', to, wire })) return;
+    const m = this.codec.decode(wire);
     const node = s.node;
     if (node === null) {
       this.trace(`lost ${describe(m)}`);
       return;
     }
     this.trace(`dlv ${describe(m)}`);
+    // An answer from the member tells the leader where it stands: it may ask for a snapshot again.
+    if (m.type === 'appResp') this.heard.set(`${m.to}>${m.from}`, this.now);
     const r = this.guard(() => node.step(m));
     if (!r.ok) throw new Violation('assertion', `${m.to} rejected a message from ${m.from}: ${r.message}`);
     this.pump(s);
@@ -342,6 +464,7 @@ class Simulation {
       if (node === null || s.saving !== null || !node.hasReady()) return;
       const rd = node.ready();
       this.trace(`rdy ${s.id} ${describeReady(rd)}`);
+      this.noteSnapshotRequests(s, rd.messages);
       if (rd.softState?.role === 'leader') this.onNewLeader(s.id);
       if (this.opts.sendBeforePersist) this.send(rd.messages);
       if (rd.hardState === null && rd.snapshot === null && rd.entries.length === 0) {
@@ -359,6 +482,16 @@ class Simulation {
     const s = this.slot(id);
     const rd = s.saving;
     if (s.gen !== gen || rd === null) return;
+    if (this.deferred(s, { kind: 'saved', id, gen })) return;
+    if (this.phase === 'faults' && (this.opts.faults ?? true) && this.faultRng.chance(0.002)) {
+      // The store refused or tore the write: the member stops (a crash), it never goes on
+      // as if the write had happened; what was not synced before is lost with it.
+      this.counts.writeFailures++;
+      this.trace(`write failed ${id}`);
+      this.crash(s);
+      this.schedule(this.now + this.faultRng.int(30, 300), { kind: 'restart', id: s.id, gen: s.gen });
+      return;
+    }
     this.trace(`saved ${id}`);
     s.disk.saveSync(rd);
     s.saving = null;
@@ -370,15 +503,25 @@ class Simulation {
   private finish(s: Slot, rd: Ready): void {
     const node = s.node as RawNode;
     if (!this.opts.sendBeforePersist) this.send(rd.messages);
-    if (rd.snapshot !== null) this.restoreState(s, rd.snapshot);
+    if (rd.snapshot !== null) this.restoreState(s, rd.snapshot, true);
     for (const e of rd.committedEntries) this.apply(s, e);
     for (const rs of rd.readStates) this.checker.onReadAnswered(s.id, rs);
     this.guard(() => node.advance(rd));
-    if (s.applied - node.raft.log.offset >= this.knobs.compactEvery) {
-      const snap = this.guard(() => node.compact(s.applied, encodeState(s.applied, s.state)));
+    const at = s.applied - this.knobs.compactTail;
+    if (at - node.raft.log.offset >= this.knobs.compactEvery && s.history.has(at)) {
+      const snap = this.guard(() => node.compact(at, encodeState(at, s.history.get(at)!, this.knobs.snapBytes)));
       if (snap !== null) {
+        if (this.phase === 'faults' && (this.opts.faults ?? true) && this.faultRng.chance(0.01)) {
+          // The process dies after compacting in memory, before the snapshot is written.
+          this.counts.compactionCrashes++;
+          this.trace(`crash ${s.id} between compaction and its write`);
+          this.crash(s);
+          this.schedule(this.now + this.faultRng.int(30, 300), { kind: 'restart', id: s.id, gen: s.gen });
+          return;
+        }
         s.disk.saveSnapshotSync(snap);
         this.trace(`compact ${s.id} ${snap.meta.index}`);
+        for (const k of s.history.keys()) if (k < at) s.history.delete(k);
       }
     }
   }
@@ -389,6 +532,7 @@ class Simulation {
     }
     s.applied = e.index;
     s.state = mix(s.state, e);
+    s.history.set(e.index, s.state);
     this.checker.onApply(s.id, e, s.state);
     const key = entryKey(e);
     if (s.proposals.get(e.index) === key) {
@@ -398,11 +542,13 @@ class Simulation {
     s.proposals.delete(e.index);
   }
 
-  private restoreState(s: Slot, snap: Snapshot): void {
+  private restoreState(s: Slot, snap: Snapshot, transferred: boolean): void {
     const [applied, state] = decodeState(snap.data);
     if (applied !== snap.meta.index) throw new Violation('stateMachineSafety', `${s.id}: snapshot at ${snap.meta.index} holds state at ${applied}`);
     s.applied = applied;
     s.state = state;
+    s.history = new Map([[applied, state]]);
+    if (transferred) this.counts.snapshotInstalls++;
     this.checker.onRestore(s.id, applied, state);
     this.trace(`restore ${s.id} ${applied}`);
   }
@@ -411,6 +557,10 @@ class Simulation {
 
   private send(ms: Message[]): void {
     for (const m of ms) {
+      if (m.type === 'snap') {
+        this.sendSnapshot(m);
+        continue;
+      }
       if (this.blocked.has(`${m.from}>${m.to}`) || this.net.chance(this.dropRate)) {
         this.trace(`drop ${describe(m)}`);
         continue;
@@ -421,6 +571,71 @@ class Simulation {
     }
   }
 
+  /**
+   * A snapshot goes as the node's transport sends it: the message carries the metadata
+   * and the data follows in chunks, each taking network time, so a large one is slow. A
+   * broken link or a receiver that is down fails the transfer; the sender's Raft learns
+   * the outcome through reportSnapshot. A leader must never start a second transfer to
+   * a member while one is in flight (that is the blind resend that never lets a slow
+   * transfer finish).
+   */
+  private sendSnapshot(m: Message): void {
+    const s = this.slot(m.from);
+    const pair = `${m.from}>${m.to}`;
+    const transfer = `${m.from}#${s.gen}>${m.to}`;
+    if (this.transfers.has(transfer)) {
+      this.trace(`snap ${describe(m)} ignored: a transfer is in flight`);
+      return;
+    }
+    this.transfers.add(transfer);
+    const chunks = 1 + Math.floor((m.snapshot?.data.length ?? 0) / this.knobs.snapChunkBytes);
+    let delay = 0;
+    for (let k = 0; k < chunks; k++) delay += this.net.int(1, this.maxDelay);
+    const lost = this.blocked.has(pair) || this.net.chance(this.dropRate);
+    // A broken stream is noticed at once (the connection fails), not at the end of the transfer.
+    if (lost) delay = this.net.int(1, this.maxDelay);
+    this.trace(`snap ${describe(m)} chunks ${chunks} ${lost ? 'lost' : `${delay}u`}`);
+    this.schedule(this.now + delay, { kind: 'snapDone', from: m.from, gen: s.gen, to: m.to, wire: lost ? null : this.codec.encode(m), key: transfer });
+  }
+
+  /**
+   * A leader asks for a snapshot when its Ready carries one (the send may come later,
+   * after the write). Asking again to the same member before the transport reported
+   * the last transfer or the member answered is the blind resend.
+   */
+  private noteSnapshotRequests(s: Slot, ms: readonly Message[]): void {
+    // The messages of this Ready were made after the previous Ready of this node.
+    const since = this.readyAt.get(s.id) ?? 0;
+    this.readyAt.set(s.id, this.now);
+    for (const m of ms) {
+      if (m.type !== 'snap') continue;
+      const pair = `${m.from}>${m.to}`;
+      const tag = `${s.gen}#${m.term}`;
+      const last = this.awaiting.get(pair);
+      if (last !== undefined && last.tag === tag && (this.heard.get(pair) ?? -1) < last.since) {
+        throw new Violation('snapshotTransfer', `${m.from} asked again for a snapshot to ${m.to} in term ${m.term} before hearing how the last one went`);
+      }
+      this.awaiting.set(pair, { tag, since });
+    }
+  }
+
+  /** The end of a transfer: the receiver steps the message if it got all of it; the sender hears the outcome. */
+  private onSnapDone(ev: { from: NodeId; gen: number; to: NodeId; wire: Uint8Array | null; key: string }): void {
+    this.transfers.delete(ev.key);
+    const pair = `${ev.from}>${ev.to}`;
+    const receiver = this.slot(ev.to);
+    const ok = ev.wire !== null && receiver.node !== null && receiver.pausedUntil <= this.now && !this.blocked.has(pair);
+    if (ok) this.onDeliver(ev.to, ev.wire!);
+    else this.counts.snapshotTransfersFailed++;
+    const sender = this.slot(ev.from);
+    if (sender.gen !== ev.gen || sender.node === null) return;
+    this.heard.set(pair, this.now);
+    this.trace(`snap report ${ev.from}>${ev.to} ${ok ? 'finish' : 'failure'}`);
+    const node = sender.node;
+    this.guard(() => node.reportSnapshot(ev.to, ok));
+    this.pump(sender);
+  }
+
   // ------------------------------------------------------------ client
 
   private onClient(): void {
@@ -428,14 +643,22 @@ class Simulation {
     if (this.phase !== 'faults') return;
     this.schedule(this.now + this.clientRng.int(3, 30), { kind: 'client' });
     // Clients mostly find a node that believes it leads (perhaps a deposed one).
-    const up = Array.from(this.slots.values()).filter((v) => v.node !== null);
+    // A paused process answers nobody until it resumes.
+    const up = Array.from(this.slots.values()).filter((v) => v.node !== null && v.pausedUntil <= this.now);
     if (up.length === 0) return;
     const leaders = up.filter((v) => v.node?.raft.role === 'leader');
     const s = this.clientRng.pick(leaders.length > 0 && this.clientRng.chance(0.8) ? leaders : up);
     const roll = this.clientRng.float();
-    if (roll < 0.75) this.propose(s);
-    else if (roll < 0.95) this.read(s);
-    else this.transfer(s);
+    if (roll < 0.6) this.propose(s);
+    else if (roll < 0.95) {
+      // A read goes to every node that believes it leads: a deposed leader that has not
+      // heard of its successor is exactly where a read may go back in time.
+      const targets = leaders.length > 0 ? leaders : [s];
+      for (const l of targets) {
+        this.read(l);
+        this.pump(l);
+      }
+    } else this.transfer(s);
     this.pump(s);
   }
 
@@ -472,12 +695,15 @@ class Simulation {
     [7, () => this.degradeNetwork()],
     [23, () => this.crashOne(this.faultRng.chance(0.5))],
     [15, () => this.restartOne()],
+    [8, () => this.pauseOne()],
+    [2, () => this.wipeOne()],
   ];
 
   private onFault(): void {
     this.trace('fault');
     if (this.phase !== 'faults') return;
     this.schedule(this.now + this.faultRng.int(...this.knobs.faultGap), { kind: 'fault' });
+    if (this.now < this.quietUntil) return;
     let roll = this.faultRng.float() * this.faults.reduce((n, [w]) => n + w, 0);
     for (const [weight, inject] of this.faults) {
       roll -= weight;
@@ -531,6 +757,43 @@ class Simulation {
     this.trace(`net drop ${this.dropRate} dup ${this.dupRate} delay ${this.maxDelay}`);
   }
 
+  /**
+   * wipeOne loses a member's disk while it is down (once per run): its restart must be
+   * refused, or it would forget its vote and the entries it acknowledged.
+   */
+  private wipeOne(): void {
+    if (this.counts.wipes > 0) return;
+    const s = this.faultRng.pick([...this.slots.values()]);
+    if (s.node !== null) this.crash(s);
+    s.lostDisk = s.disk;
+    s.disk = new MemoryLogStore();
+    this.counts.wipes++;
+    this.trace(`wipe ${s.id}`);
+    this.schedule(this.now + this.faultRng.int(30, 300), { kind: 'restart', id: s.id, gen: s.gen });
+  }
+
+  /** pauseOne stops a process (SIGSTOP) for longer than an election timeout, then resumes it. */
+  private pauseOne(): void {
+    const up = Array.from(this.slots.values()).filter((s) => s.node !== null && s.pausedUntil <= this.now);
+    if (up.length === 0) return;
+    // Most often the leader: it resumes believing it still leads, the deposed leader reads must not trust.
+    const s = this.faultRng.chance(0.8) ? this.slot(this.someLeader() ?? this.faultRng.pick(up).id) : this.faultRng.pick(up);
+    if (s.node === null) return;
+    const ticks = this.faultRng.int(2 * this.knobs.electionTicks, 5 * this.knobs.electionTicks);
+    s.pausedUntil = this.now + ticks * TICK;
+    this.counts.pauses++;
+    // The classic stale leader: while the old one is stopped the others are healthy, elect
+    // a successor and commit; then it resumes believing it still leads. No other fault
+    // strikes meanwhile, so that the successor really gets elected.
+    if (s.node?.raft.role === 'leader') {
+      this.quietUntil = s.pausedUntil;
+      this.blocked.clear();
+      this.dropRate = 0;
+    }
+    this.trace(`pause ${s.id} ${ticks} ticks`);
+    this.schedule(s.pausedUntil, { kind: 'resume', id: s.id, gen: s.gen });
+  }
+
   private restartOne(): void {
     const down = Array.from(this.slots.values()).filter((s) => s.node === null);
     if (down.length === 0) return;
@@ -574,7 +837,7 @@ class Simulation {
   private onRestart(id: NodeId, gen: number): void {
     this.trace(`restart ${id}`);
     const s = this.slot(id);
-    if (s.node !== null || s.gen !== gen) return;
+    if (s.node !== null || s.gen !== gen || s.retired) return;
     this.start(s);
   }
 
@@ -585,9 +848,12 @@ class Simulation {
     this.dropRate = 0;
     this.dupRate = 0;
     this.maxDelay = 8;
-    for (const s of this.slots.values()) s.fsyncMax = 6;
+    for (const s of this.slots.values()) {
+      s.fsyncMax = 6;
+      s.pausedUntil = 0;
+    }
     this.trace('heal all');
-    for (const s of this.slots.values()) if (s.node === null) this.start(s);
+    for (const s of this.slots.values()) if (s.node === null && !s.retired) this.start(s);
     this.schedule(this.now + TICK, { kind: 'probe' });
   }
 
@@ -607,7 +873,8 @@ class Simulation {
       const log = v.node?.raft.log;
       return log === undefined ? n : n + log.persisted + log.committed + log.applied;
     }, 0);
-    if (progress > this.progress || this.progressAt < this.healedAt) {
+    // A snapshot on its way is work too: a large one takes long.
+    if (progress > this.progress || this.progressAt < this.healedAt || this.transfers.size > 0) {
       this.progress = progress;
       this.progressAt = this.now;
     } else if (this.now - this.progressAt > this.stall) {
@@ -615,7 +882,7 @@ class Simulation {
     }
     this.schedule(this.now + TICK, { kind: 'probe' });
     const m = this.marker;
-    if (m !== null && this.checker.appliedKey(m.index) === m.key && [...this.slots.values()].every((s) => s.applied >= m.index)) {
+    if (m !== null && this.checker.appliedKey(m.index) === m.key && [...this.slots.values()].every((s) => s.retired || s.applied >= m.index)) {
       this.phase = 'done';
       this.doneAt = this.now;
       this.trace(`live ${m.index}`);
@@ -646,6 +913,7 @@ class Simulation {
     if (leader === null) return null;
     const { id, term } = leader.raft;
     for (const s of this.slots.values()) {
+      if (s.retired) continue;
       if (s.node === null || s.node.raft.leader !== id || s.node.raft.term !== term) return null;
     }
     return leader;
@@ -726,12 +994,15 @@ function mix(state: number, e: Entry): number {
   return h >>> 0;
 }
 
-function encodeState(applied: number, state: number): Uint8Array {
-  return payload(`${applied}:${state}`);
+/** A snapshot's data: the applied index and the state, padded to `bytes` (a large state to transfer). */
+function encodeState(applied: number, state: number, bytes = 0): Uint8Array {
+  const text = `${applied}:${state}:`;
+  return payload(text.padEnd(Math.max(bytes, text.length), '.'));
 }
 
 function decodeState(data: Uint8Array): [number, number] {
-  const [a, s] = String.fromCharCode(...data).split(':');
+  const text = new TextDecoder().decode(data);
+  const [a, s] = text.split(':');
   return [Number(a), Number(s)];
 }
 
