@@ -3,11 +3,17 @@
 // known (naming none); 503 commit_unavailable when the primary is cut off from both
 // followers, and the retry with the same transaction id posting once; a member
 // behind the log's compaction catching up by the chunked store stream; and a primary
-// stopped with SIGTERM handing leadership over before it exits.
+// stopped with SIGTERM handing leadership over before it exits; a member on a wiped
+// disk, or on a store of another cluster, refusing to start.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import { verifyExport } from '@apl/core';
 import { AGENT_A, TOKENS, bootstrap, envelope } from './support/node.js';
 import { startCluster, type Cluster } from './support/cluster.js';
+
+// Six clusters of three processes, one after another.
+t.setTimeout(240_000);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -89,7 +95,7 @@ t.test('503 commit_unavailable when the primary is cut off, and the retry posts 
 });
 
 t.test('a member behind compaction catches up by the chunked store stream', async (t) => {
-  const c = await startCluster({ env: { APL_SNAPSHOT_INTERVAL_ENTRIES: '20' } });
+  const c = await startCluster({ env: { APL_SNAPSHOT_INTERVAL_ENTRIES: '20', APL_SNAPSHOT_CATCHUP_ENTRIES: '5' } });
   t.teardown(() => c.close());
   const leader = await c.leader();
   await bootstrap(c.handle(leader));
@@ -111,7 +117,13 @@ t.test('a member behind compaction catches up by the chunked store stream', asyn
     await sleep(100);
   }
   t.pass(`${behind} installed the primary's store`);
-  t.ok(await metric(c, leader, /apl_peer_snapshots_total\{direction="sent",outcome="installed"\} (\d+)/) >= 1, 'the primary counts the transfer');
+  // The primary counts the transfer when the member's acknowledgement arrives, a moment after the install.
+  let sent = 0;
+  for (let k = 0; k < 100 && sent < 1; k++) {
+    sent = await metric(c, leader, /apl_peer_snapshots_total\{direction="sent",outcome="installed"\} (\d+)/);
+    if (sent < 1) await sleep(50);
+  }
+  t.ok(sent >= 1, 'the primary counts the transfer');
   const a = (await c.handle(leader).adm('operator', 'GET', '/admin/v1/log/digest')).body;
   let b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
   for (let k = 0; b.applied_index < a.applied_index && k < 100; k++) {
@@ -139,4 +151,41 @@ t.test('SIGTERM on the primary hands leadership over before the process exits', 
   const next = await c.leader(5_000);
   t.not(next, leader);
   t.ok(Date.now() - stopped < 3_000, `a new primary ${Date.now() - stopped} ms after SIGTERM`);
+});
+
+t.test('a member whose disk was wiped refuses to rejoin under its old id; a store of another cluster is refused', async (t) => {
+  const c = await startCluster();
+  t.teardown(() => c.close());
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const lost = c.members.map((m) => m.id).find((id) => id !== leader)!;
+  await c.kill(lost);
+  rmSync(join(c.dirs[lost]!, 'raft'), { recursive: true, force: true });
+  rmSync(join(c.dirs[lost]!, 'ledger'), { recursive: true, force: true });
+  const refused = await c.start(lost, { APL_CLUSTER_STATE: 'existing' }).then(() => null, (err: Error) => err.message);
+  t.match(refused ?? 'it started', /exited before it started \(code 2[\s\S]*has an empty store, but its configuration says cluster "apl-test-cluster" already runs/, 'refused with the reason and what to do');
+  t.match(refused ?? '', /Restore its data directory from a backup, or replace the member/);
+  const survivor = c.members.map((m) => m.id).find((id) => id !== lost)!;
+  await c.kill(survivor);
+  const foreign = await c.start(survivor, { APL_CLUSTER_ID: 'another-cluster' }).then(() => null, (err: Error) => err.message);
+  t.match(foreign ?? 'it started', /belongs to cluster "apl-test-cluster", but the configuration names "another-cluster"/, 'a store of another cluster is refused');
+});
+
+t.test('a member briefly behind catches up from the log tail that compaction keeps, with no snapshot', async (t) => {
+  const c = await startCluster({ env: { APL_SNAPSHOT_INTERVAL_ENTRIES: '20', APL_SNAPSHOT_CATCHUP_ENTRIES: '200' } });
+  t.teardown(() => c.close());
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const att = await c.issuer.sign(AGENT_A);
+  for (let k = 0; k < 30; k++) await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { minor: 1 + k }) });
+  const behind = c.members.map((m) => m.id).find((id) => id !== leader)!;
+  await c.kill(behind);
+  for (let k = 0; k < 40; k++) t.equal((await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { minor: 100 + k }) })).status, 200);
+  t.ok(await metric(c, leader, /apl_log_applied_index (\d+)/) > 60, 'the primary compacted past where the member stopped');
+  await c.start(behind);
+  await ready(c, behind);
+  const a = (await c.handle(leader).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  const b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  t.equal(b.state_hash, a.state_hash, 'caught up');
+  t.equal(await metric(c, behind, /apl_peer_snapshots_total\{direction="received",outcome="installed"\} (\d+)/), 0, 'from the log: no snapshot was streamed');
 });

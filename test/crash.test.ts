@@ -30,9 +30,9 @@ const KILLS = 8;
 const INTENT_WORKERS = 8;
 const ADMIN_WORKERS = 2;
 /** Ticks every few milliseconds, and compaction every 97 entries, so kills land in both. */
-const STREAM_ENV = { APL_TICK_INTERVAL_MS: '15', APL_SNAPSHOT_INTERVAL_ENTRIES: '97' };
+const STREAM_ENV = { APL_TICK_INTERVAL_MS: '15', APL_SNAPSHOT_INTERVAL_ENTRIES: '97', APL_SNAPSHOT_CATCHUP_ENTRIES: '10' };
 /** The final start ticks at the default rate, so the digest mostly holds still while it is checked. */
-const FINAL_ENV = { APL_TICK_INTERVAL_MS: '1000', APL_SNAPSHOT_INTERVAL_ENTRIES: '97' };
+const FINAL_ENV = { APL_TICK_INTERVAL_MS: '1000', APL_SNAPSHOT_INTERVAL_ENTRIES: '97', APL_SNAPSHOT_CATCHUP_ENTRIES: '10' };
 /** A start that never ticks: nothing but the election writes to the log. */
 const QUIET_ENV = { APL_TICK_INTERVAL_MS: '3600000', APL_COMMIT_TIMEOUT_MS: '2000' };
 

@@ -13,7 +13,7 @@ import { AGENT_A, EVIDENCE, bootstrap, envelope, startTestNode } from './support
 t.test('a restarted node applies nothing its store already holds', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'apl-restart-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const first = await startTestNode({ snapshot_interval_entries: 50 }, dir);
+  const first = await startTestNode({ snapshot_interval_entries: 50, snapshot_catchup_entries: 0 }, dir);
   await bootstrap(first);
   const att = await first.issuer.sign(AGENT_A);
   const ids: string[] = [];
@@ -28,7 +28,7 @@ t.test('a restarted node applies nothing its store already holds', async (t) => 
 
   const lines: Record<string, unknown>[] = [];
   const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>); cb(); } });
-  const second = await startTestNode({ snapshot_interval_entries: 50 }, dir, createLogger('info', 'n1', sink));
+  const second = await startTestNode({ snapshot_interval_entries: 50, snapshot_catchup_entries: 0 }, dir, createLogger('info', 'n1', sink));
   try {
     const open = lines.find((l) => l.event === 'replica_open')!;
     t.equal(open.applied, digest.applied_index, 'the store says where it is');

@@ -82,6 +82,12 @@ export const ConfigSchema = z.strictObject({
   commit_timeout_ms: ms(5000),
   /** snapshot_interval_entries: compact the Raft log after this many applied entries. */
   snapshot_interval_entries: count(10_000, 10_000_000),
+  /**
+   * snapshot_catchup_entries: compaction keeps this many entries before the applied
+   * index, so a member briefly behind (a restart, a pause) catches up from the log
+   * rather than by a whole store (etcd's SnapshotCatchUpEntries).
+   */
+  snapshot_catchup_entries: int(0, 10_000_000).default(5_000),
   /** snapshot_timeout_ms: a state store streamed to a member behind compaction must arrive within this. */
   snapshot_timeout_ms: ms(300_000),
   raft: z.strictObject({

@@ -69,12 +69,15 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   const replica = await Replica.open({
     id: c.node_id,
     peers: clustered ? c.members.map((m) => m.id) : [c.node_id],
+    clusterId: c.cluster_id,
+    clusterState: c.cluster_state,
     dataDir: c.data_dir,
     raft: c.raft,
     tickIntervalMs: c.tick_interval_ms,
     commitTimeoutMs: c.commit_timeout_ms,
     proposalsInFlightMax: c.limits.proposals_in_flight_max,
     snapshotIntervalEntries: c.snapshot_interval_entries,
+    snapshotCatchupEntries: c.snapshot_catchup_entries,
     cacheEntriesMax: c.store.cache_entries_max,
     transport: mesh ?? noPeers,
     ...(mesh && c.forward_writes ? {

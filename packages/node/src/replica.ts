@@ -26,7 +26,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
-import { LevelLogStore, RawNode, seededRandom, type Boot, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
+import { checkStart, isEmptyBoot, LevelLogStore, RawNode, seededRandom, type Boot, type ClusterState, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
+import { ConfigError } from './config.js';
 import { ApiError } from './errors.js';
 import { applyBatch } from './apply-batch.js';
 import { LedgerStore, type SnapshotChunk, type WrapDb } from './ledger-store.js';
@@ -41,12 +42,17 @@ export interface Transport {
 export interface ReplicaOptions {
   id: NodeId;
   peers: NodeId[];
+  /** the identity checks of a start (see @apl/raft checkStart): this cluster's id, and whether it already runs. */
+  clusterId: string;
+  clusterState: ClusterState;
   dataDir: string;
   raft: { tick_ms: number; election_ticks: number; heartbeat_ticks: number; max_inflight_msgs: number; max_size_per_msg: number; max_uncommitted_entries: number };
   tickIntervalMs: number;
   commitTimeoutMs: number;
   proposalsInFlightMax: number;
   snapshotIntervalEntries: number;
+  /** entries kept before the applied index when the log is compacted. */
+  snapshotCatchupEntries: number;
   cacheEntriesMax: number;
   transport: Transport;
   /** forwards an operation's bytes to the primary; absent on a standalone node or with forward_writes off. */
@@ -137,7 +143,16 @@ export class Replica {
     mkdirSync(opts.dataDir, { recursive: true });
     const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
     const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
-    const boot = await reconcile(log, await log.load(), store.position, opts.peers);
+    const loaded = await log.load();
+    const configured = { clusterId: opts.clusterId, nodeId: opts.id, members: opts.peers };
+    const check = checkStart({ stored: await log.identity(), configured, clusterState: opts.clusterState, empty: isEmptyBoot(loaded) && store.position.applied === 0 });
+    if (!check.ok) {
+      await log.close();
+      await store.close();
+      throw new ConfigError(check.message);
+    }
+    if (check.bootstrap) await log.bootstrap(configured);
+    const boot = await reconcile(log, loaded, store.position, opts.peers);
     const applied = store.position.applied;
     const compacted = boot.snapshot?.meta.index ?? 0;
     if (applied < compacted) {
@@ -541,14 +556,16 @@ export class Replica {
    */
   private async maybeCompact(): Promise<void> {
     const pos = this.store.position;
-    if (pos.applied - this.snapshotIndex < this.opts.snapshotIntervalEntries) return;
+    // The log keeps a tail of catch-up entries before the applied index.
+    const index = pos.applied - this.opts.snapshotCatchupEntries;
+    if (index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) return;
     await this.store.sync();
-    const meta = { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash };
-    const snap = this.raft.compact(pos.applied, Buffer.from(JSON.stringify(meta)));
+    const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
+    const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
     if (!snap) return;
     await this.log.saveSnapshot(snap);
-    this.snapshotIndex = pos.applied;
-    this.opts.log.info({ event: 'log_compacted', index: pos.applied }, 'raft log compacted');
+    this.snapshotIndex = index;
+    this.opts.log.info({ event: 'log_compacted', index, applied: pos.applied }, 'raft log compacted');
   }
 
   private fail(err: Error): void {
