@@ -75,7 +75,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const rng = new Rng(o.seed);
   const proxies = new Map<string, TcpProxy>();
   const c = await startCluster({
-    env: { APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_LOG_LEVEL: 'info' },
+    env: { APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_SNAPSHOT_CATCHUP_ENTRIES: '50', APL_LOG_LEVEL: 'info' },
     peerAddr: async (from, to) => {
       const p = await tcpProxy(to.ports.peer);
       proxies.set(`${from}>${to.id}`, p);
@@ -242,7 +242,7 @@ async function check(c: Cluster, ids: string[], fates: Map<string, Seen>, violat
     if (d.state_hash !== first.state_hash || d.digest !== first.digest) violations.push(`${ids[k]} has state ${d.state_hash} digest ${d.digest} at ${d.applied_index}; ${ids[0]} has ${first.state_hash} ${first.digest}`);
   }
   for (const id of ids) {
-    const exported = await c.handle(id).admin.request('GET', '/admin/v1/log/export?consistency=local', { token: TOKENS.operator });
+    const exported = await adminGet(c, id, '/admin/v1/log/export?consistency=local');
     const v = verifyExport(exported.text);
     if (!v.ok) violations.push(`${id}'s export does not verify: line ${v.line}: ${v.reason}`);
     else if (v.state_hash !== first.state_hash) violations.push(`${id}'s export replays to ${v.state_hash}, not its state hash`);
@@ -268,6 +268,18 @@ async function check(c: Cluster, ids: string[], fates: Map<string, Seen>, violat
 
 interface Digest { applied_index: number; digest: string; state_hash: string }
 
+/** An admin read that survives a connection kept alive across its node's restart (reset once reused). */
+async function adminGet(c: Cluster, id: string, path: string): Promise<{ status: number; text: string; body: any }> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await c.handle(id).admin.request('GET', path, { token: TOKENS.operator });
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await sleep(100);
+    }
+  }
+}
+
 async function converge(c: Cluster, ids: string[]): Promise<Digest[]> {
   const deadline = Date.now() + 60_000;
   for (;;) {
@@ -285,7 +297,7 @@ async function converge(c: Cluster, ids: string[]): Promise<Digest[]> {
 async function checkBooks(c: Cluster, id: string, accounts: string[], usages: string[], violations: string[]): Promise<void> {
   const totals = new Map<string, { debits: bigint; credits: bigint; net: bigint }>();
   for (const account of accounts) {
-    const a = await c.handle(id).admin.request('GET', `/admin/v1/accounts/${account}?consistency=local`, { token: TOKENS.operator });
+    const a = await adminGet(c, id, `/admin/v1/accounts/${account}?consistency=local`);
     if (a.status !== 200) throw new Error(`account ${account}: ${a.status} ${a.text}`);
     for (const b of (a.body as { balances: { currency: string; debits: bigint | number; credits: bigint | number; net: bigint | number }[] }).balances) {
       const t = totals.get(b.currency) ?? { debits: 0n, credits: 0n, net: 0n };
@@ -300,7 +312,7 @@ async function checkBooks(c: Cluster, id: string, accounts: string[], usages: st
     if (t.debits !== t.credits || t.net !== 0n) violations.push(`conservation broken in ${currency}: debits ${t.debits}, credits ${t.credits}, net ${t.net}`);
   }
   for (const usage of usages) {
-    const r = await c.handle(id).admin.request('GET', `/admin/v1/usages/${usage}?consistency=local`, { token: TOKENS.operator });
+    const r = await adminGet(c, id, `/admin/v1/usages/${usage}?consistency=local`);
     if (r.status !== 200) throw new Error(`usage ${usage}: ${r.status} ${r.text}`);
     const v = r.body as { consumed: bigint | number; metered: bigint | number; billed: bigint | number };
     const [consumed, metered, billed] = [BigInt(v.consumed), BigInt(v.metered), BigInt(v.billed)];

@@ -1,0 +1,104 @@
+/**
+ * Intents over HTTPS against a three-node cluster of real processes on this machine,
+ * measured as its users would: the load generator is this process, closed loop, with
+ * the realistic mix of support/workload.ts, sending to every replica in turn (two
+ * thirds of the writes are forwarded by a follower to the primary). Then the time to
+ * recover: the primary is SIGKILLed while 16 requests are in flight at the survivors,
+ * and the time from the kill to the first intent committed by the new primary is
+ * measured, `--kills` times (the killed member is restarted and caught up between).
+ *
+ *   npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5] [--json out.json]
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import { startCluster, type Cluster } from '../support/cluster.js';
+import { TOKENS, testCerts } from '../support/node.js';
+import { runLoad, type LoadStats } from './support/load.js';
+import { residentBytes } from './support/server.js';
+import { Mix, bootstrapWorkload, type Fixtures } from './support/workload.js';
+
+const { values: a } = parseArgs({
+  options: {
+    concurrency: { type: 'string', default: '1,16,64,256' },
+    seconds: { type: 'string', default: '15' },
+    parties: { type: 'string', default: '64' },
+    kills: { type: 'string', default: '5' },
+    json: { type: 'string' },
+  },
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const c = await startCluster({ env: { APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000' } });
+const rows: (LoadStats & { concurrency: number; rssBytes: number[] })[] = [];
+const failovers: number[] = [];
+try {
+  const leader = await c.leader(15_000);
+  const admin = c.handle(leader);
+  const runId = `k${Date.now().toString(36)}`;
+  const fixtures = await bootstrapWorkload((who, path, body) => admin.admin.request('POST', path, { body, token: TOKENS[who] }), Number(a.parties), runId);
+  const mix = new Mix(fixtures, runId);
+  const urls = c.members.map((m) => m.agent_url);
+  const ca = testCerts().ca;
+  const load = (concurrency: number, durationMs: number) => runLoad({ urls, ca, concurrency, durationMs, mix });
+  await load(16, 3000);
+  console.log(`three-node cluster on Node.js ${process.version}; primary ${leader}; ${fixtures.agents.length} agents; requests to every replica in turn`);
+  console.log('| in flight | intents/s | p50 | p99 | max | read p99 | answers | RSS n1 / n2 / n3 |');
+  console.log('|---:|---:|---:|---:|---:|---:|---|---|');
+  for (const n of a.concurrency.split(',').map(Number)) {
+    const s = await load(n, Number(a.seconds) * 1000);
+    const rssBytes = c.members.map((m) => residentBytes(c.process(m.id)!.pid));
+    rows.push({ ...s, concurrency: n, rssBytes });
+    const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
+    console.log(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MB |`);
+  }
+  for (let k = 0; k < Number(a.kills); k++) failovers.push(await failover(c, fixtures, runId, k));
+  const sorted = [...failovers].sort((x, y) => x - y);
+  console.log(`\nfailover (SIGKILL of the primary to the first intent committed by the next): ${failovers.map((f) => `${f} ms`).join(', ')}; median ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted[sorted.length - 1]} ms`);
+} finally {
+  await c.close();
+}
+if (a.json) writeFileSync(a.json, `${JSON.stringify({ runtime: process.version, rows, failoverMs: failovers }, null, 2)}\n`);
+
+/**
+ * Kills the primary while 16 workers send intents to the two survivors, and answers
+ * the milliseconds from the kill to the first intent answered 200 after it, then
+ * restarts the member and waits until it has caught up.
+ */
+async function failover(cl: Cluster, fixtures: Fixtures, runId: string, round: number): Promise<number> {
+  const primary = await cl.leader(15_000);
+  const survivors = cl.members.filter((m) => m.id !== primary);
+  const ca = readFileSync(testCerts().ca);
+  const pools = survivors.map((m) => new Pool(m.agent_url, { connections: 8, connect: { ca } }));
+  const mix = new Mix(fixtures, `${runId}f${round}`, round + 7, 0);
+  let killedAt = Infinity;
+  let recovered = -1;
+  let stop = false;
+  const worker = async (k: number) => {
+    while (!stop) {
+      const req = mix.next();
+      const res = await pools[k % pools.length]!.request({ method: req.method, path: req.path, headers: req.headers, ...(req.body === undefined ? {} : { body: req.body }) }).catch(() => null);
+      const text = res ? await res.body.text() : '';
+      if (res?.statusCode === 200) {
+        mix.observe(req, 200, text);
+        const now = performance.now();
+        if (now > killedAt && recovered < 0) recovered = now - killedAt;
+      } else {
+        await sleep(20);
+      }
+    }
+  };
+  const workers = Array.from({ length: 16 }, (_, k) => worker(k));
+  await sleep(1000);
+  killedAt = performance.now();
+  await cl.kill(primary);
+  const deadline = performance.now() + 30_000;
+  while (recovered < 0 && performance.now() < deadline) await sleep(10);
+  stop = true;
+  await Promise.all(workers);
+  await Promise.all(pools.map((p) => p.close()));
+  await cl.start(primary);
+  await cl.leader(15_000);
+  return Math.round(recovered);
+}
