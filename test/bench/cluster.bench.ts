@@ -78,12 +78,13 @@ async function failover(cl: Cluster, fixtures: Fixtures, runId: string, round: n
   const worker = async (k: number) => {
     while (!stop) {
       const req = mix.next();
+      const sentAt = performance.now();
       const res = await pools[k % pools.length]!.request({ method: req.method, path: req.path, headers: req.headers, ...(req.body === undefined ? {} : { body: req.body }) }).catch(() => null);
       const text = res ? await res.body.text() : '';
       if (res?.statusCode === 200) {
         mix.observe(req, 200, text);
-        const now = performance.now();
-        if (now > killedAt && recovered < 0) recovered = now - killedAt;
+        // Only an intent sent after the kill proves the next primary commits.
+        if (sentAt > killedAt && recovered < 0) recovered = performance.now() - killedAt;
       } else {
         await sleep(20);
       }
