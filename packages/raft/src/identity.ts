@@ -49,7 +49,7 @@ export function checkStart(o: { stored: Identity | null; configured: Identity; c
       ok: false,
       message: `member ${c.nodeId} has an empty store, but its configuration says cluster "${c.clusterId}" already runs (cluster_state: existing). ` +
         'A member that lost its disk must not rejoin under its old id: it would forget its vote and the entries it acknowledged. ' +
-        'Restore its data directory from a backup, or replace the member (docs/operations.md, "Replacing a member").',
+        'Do not start it on an empty store; see docs/operations.md, "Replacing a member".',
     };
   }
   // A store written before identities existed keeps its data and gets its identity now.
