@@ -6,7 +6,7 @@
  * the store in one batch. The replica runs this for every Ready; the differential
  * test runs it against the in-memory store.
  */
-import { apply, canonicalJson, skip, type Applied, type Operation } from '@apl/core';
+import { apply, skip, type Applied, type Operation } from '@apl/core';
 import type { JournalRecord, LedgerStore } from './ledger-store.js';
 
 /** A committed log entry as the replica read it: its operation and canonical text, or null for a no-op. */
@@ -31,8 +31,8 @@ export async function applyBatch(store: LedgerStore, entries: readonly BatchEntr
     }
     await store.ensure(view, e.op.op);
     const a = apply(view, e.index, e.op.op, e.op.text);
-    // The record's canonical JSON, built around the operation's text so it is not encoded again.
-    if (a.entry_hash !== null) journal.push({ index: e.index, text: `{"entry_hash":"${a.entry_hash}","index":${e.index},"op":${e.op.text},"result":${canonicalJson(a.result)}}` });
+    // The record's canonical JSON, built around the texts the chain link hashed, so neither is encoded again.
+    if (a.entry_hash !== null) journal.push({ index: e.index, text: `{"entry_hash":"${a.entry_hash}","index":${e.index},"op":${e.op.text},"result":${a.result_text}}` });
     results.push(a);
   }
   await store.commit(view.commit(), journal, entries[entries.length - 1]!.term);

@@ -6,7 +6,8 @@
  * new position, so after any crash the state, the journal and the applied index agree
  * (etcd's backend writes its consistent index the same way).
  *
- * Reads go through a bounded LRU cache of decoded records; writes go through it too.
+ * Reads go through a bounded cache of decoded records (two generations, so that a hit
+ * costs one lookup); writes go through it too.
  * A batch is written without fsync: the Raft log holds the entries durably, and a
  * restart re-applies whatever the store lost. Before the Raft log is compacted below
  * an index, `sync()` makes the store durable up to it.
@@ -68,38 +69,51 @@ export function prefixEnd(prefix: string): string {
   return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
 }
 
-/** A bounded least-recently-used map: a hit moves the entry to the back, the front goes first. */
-class Lru<K, V> {
-  private readonly map = new Map<K, V>();
-  constructor(private readonly max: number) {}
+/**
+ * A bounded map that keeps what is used: two generations of at most `max / 2` entries
+ * each. A write goes to the young one; a hit in the old one is copied to the young
+ * one; when the young one is full it becomes the old one and the old one is dropped.
+ * An entry used once per generation survives, as in an LRU, but a hit in the young
+ * generation costs one lookup, not a delete and an insert. At most `max` entries.
+ */
+class Generations<K, V> {
+  private young = new Map<K, V>();
+  private old = new Map<K, V>();
+  private readonly half: number;
+  constructor(max: number) {
+    this.half = Math.max(1, Math.floor(max / 2));
+  }
 
   get(k: K): V | undefined {
-    const v = this.map.get(k);
-    if (v !== undefined) {
-      this.map.delete(k);
-      this.map.set(k, v);
-    }
-    return v;
+    const v = this.young.get(k);
+    if (v !== undefined) return v;
+    const o = this.old.get(k);
+    if (o !== undefined) this.set(k, o);
+    return o;
   }
 
   set(k: K, v: V): void {
-    this.map.delete(k);
-    this.map.set(k, v);
-    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as K);
+    if (!this.young.has(k) && this.young.size >= this.half) {
+      this.old = this.young;
+      this.young = new Map();
+    }
+    this.young.set(k, v);
   }
 
   clear(): void {
-    this.map.clear();
+    this.young.clear();
+    this.old.clear();
   }
 
+  /** The entries held, at most `max` (an entry copied from the old generation counts in both). */
   get size(): number {
-    return this.map.size;
+    return this.young.size + this.old.size;
   }
 }
 
 export class LedgerStore {
   /** Records by key as last read or written: a slot, or null for a key the store does not hold. */
-  private readonly cache: Lru<string, Slot | null>;
+  private readonly cache: Generations<string, Slot | null>;
   private pos: StorePosition;
   /**
    * commits counts the batches written. A read that started before a commit may have
@@ -116,7 +130,7 @@ export class LedgerStore {
     private readonly wrap: WrapDb,
   ) {
     this.pos = pos;
-    this.cache = new Lru(cacheEntriesMax);
+    this.cache = new Generations(cacheEntriesMax);
   }
 
   /** Opens (or creates) the store under `dir`; removes what an interrupted install left. */
@@ -232,6 +246,15 @@ export class LedgerStore {
       if (this.commits === before) this.cache.set(key, slot);
     }
     return slot === null ? undefined : (slot.value as T);
+  }
+
+  /**
+   * A record by key if the cache knows it, without reading the disk: the record, null
+   * when the store is known not to hold it, undefined when the cache cannot say.
+   */
+  cached<T>(key: string): T | null | undefined {
+    const slot = this.cache.get(key);
+    return slot === undefined ? undefined : slot === null ? null : (slot.value as T);
   }
 
   /**
