@@ -9,7 +9,10 @@
  * Reads go through a bounded cache of decoded records (two generations, so that a hit
  * costs one lookup); writes go through it too.
  * A batch is written without fsync: the Raft log holds the entries durably, and a
- * restart re-applies whatever the store lost. Before the Raft log is compacted below
+ * restart re-applies whatever the store lost. `commit` hands a batch to LevelDB and
+ * returns at once with a promise of its landing: until it lands its records are read
+ * from the writes in flight, so the next batch can be prefetched and applied while
+ * this one is written. Batches land in commit order; after one fails, none lands. Before the Raft log is compacted below
  * an index, `sync()` makes the store durable up to it.
  *
  * A member that is behind compaction receives the whole store: `snapshotChunks()`
@@ -120,6 +123,14 @@ export class LedgerStore {
    * read what the commit then changed, so its result is answered but not cached.
    */
   private commits = 0;
+  /**
+   * inflight holds the records of batches handed to LevelDB that have not landed, by
+   * key (null: deleted); reads see them before the cache and the disk. A record leaves
+   * when its batch lands, unless a later batch wrote the key again.
+   */
+  private readonly inflight = new Map<string, Slot | null>();
+  /** landing settles when the last batch handed to LevelDB has landed; it rejects for good after a failure. */
+  private landing: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly dir: string,
@@ -197,7 +208,7 @@ export class LedgerStore {
   private async load(view: View, set: ReadSet): Promise<void> {
     const missing: string[] = [];
     for (const key of set.keys) {
-      const hit = this.cache.get(key);
+      const hit = this.known(key);
       if (hit === undefined) missing.push(key);
       else view.supply(key, hit);
     }
@@ -210,28 +221,62 @@ export class LedgerStore {
         view.supply(key, slot);
       });
     }
+    if (set.prefixes.length > 0) await this.landed();
     for (const prefix of set.prefixes) view.supplyScan(prefix, await this.db.keys({ gte: prefix, lt: prefixEnd(prefix) }).all());
+  }
+
+  /** A record the writes in flight or the cache hold (null: known absent), or undefined. */
+  private known(key: string): Slot | null | undefined {
+    const w = this.inflight.get(key);
+    return w !== undefined ? w : this.cache.get(key);
+  }
+
+  /** Settles once every batch handed to LevelDB has landed or failed: a scan after it sees them all. */
+  landed(): Promise<void> {
+    return this.landing.catch(() => undefined);
   }
 
   /**
    * Writes a batch's records, its journal records and the position it reached, in one
-   * LevelDB batch; then the cache takes the new records.
+   * LevelDB batch. The records are readable (and the position is this store's) at
+   * once; the promise settles when the batch has landed. A failed batch fails every
+   * later one, and reads forget what did not land.
    */
-  async commit(c: Commit, journal: readonly JournalRecord[], term: number): Promise<void> {
+  commit(c: Commit, journal: readonly JournalRecord[], term: number): Promise<void> {
     const tick = c.writes.find((w) => w.key === META_KEYS[0]);
     const pos: StorePosition = { ...c.meta, term, tick: tick ? (tick.value as number) : this.pos.tick };
     const ops: ({ type: 'put'; key: string; value: string } | { type: 'del'; key: string })[] = [];
-    for (const w of c.writes) ops.push(w.text === null ? { type: 'del', key: w.key } : { type: 'put', key: w.key, value: w.text });
+    const slots: [string, Slot | null][] = [];
+    for (const w of c.writes) {
+      ops.push(w.text === null ? { type: 'del', key: w.key } : { type: 'put', key: w.key, value: w.text });
+      slots.push([w.key, w.text === null ? null : { value: w.value, hash: w.hash }]);
+    }
     for (const j of journal) ops.push({ type: 'put', key: journalKey(j.index), value: j.text });
     ops.push({ type: 'put', key: META_KEY, value: JSON.stringify(pos) });
-    await this.db.batch(ops, { sync: false });
     this.commits++;
-    for (const w of c.writes) this.cache.set(w.key, w.text === null ? null : { value: w.value, hash: w.hash });
+    for (const [key, slot] of slots) {
+      this.inflight.set(key, slot);
+      this.cache.set(key, slot);
+    }
     this.pos = pos;
+    const db = this.db;
+    this.landing = this.landing.then(() => db.batch(ops, { sync: false }));
+    return this.landing.then(
+      () => {
+        for (const [key, slot] of slots) if (this.inflight.get(key) === slot) this.inflight.delete(key);
+      },
+      (err: unknown) => {
+        this.commits++;
+        this.inflight.clear();
+        this.cache.clear();
+        throw err;
+      },
+    );
   }
 
   /** Makes everything written so far durable (an fsync of the store's log). */
   async sync(): Promise<void> {
+    await this.landing;
     await this.db.batch([{ type: 'put', key: META_KEY, value: JSON.stringify(this.pos) }], { sync: true });
   }
 
@@ -239,7 +284,7 @@ export class LedgerStore {
 
   /** A record by key, decoded; undefined when the store has none. */
   async get<T>(key: string): Promise<T | undefined> {
-    let slot = this.cache.get(key);
+    let slot = this.known(key);
     if (slot === undefined) {
       const before = this.commits;
       slot = toSlot(key, await this.db.get(key));
@@ -253,7 +298,7 @@ export class LedgerStore {
    * when the store is known not to hold it, undefined when the cache cannot say.
    */
   cached<T>(key: string): T | null | undefined {
-    const slot = this.cache.get(key);
+    const slot = this.known(key);
     return slot === undefined ? undefined : slot === null ? null : (slot.value as T);
   }
 
@@ -268,6 +313,7 @@ export class LedgerStore {
       ? { gte: prefix, lt: opts.after ?? prefixEnd(prefix), reverse: true }
       : { gt: opts.after ?? prefix, lt: prefixEnd(prefix) };
     const scanMax = Math.max(opts.limit, opts.scanMax ?? opts.limit);
+    await this.landed();
     const items: [string, T][] = [];
     let last: string | null = null;
     let read = 0;
@@ -288,6 +334,7 @@ export class LedgerStore {
 
   /** The journal's records from log index `from` on, in log order. */
   async *journal(from = 0): AsyncGenerator<string> {
+    await this.landed();
     for await (const value of this.db.values({ gte: journalKey(from), lt: prefixEnd(JOURNAL_PREFIX) })) yield value;
   }
 
@@ -300,6 +347,7 @@ export class LedgerStore {
    * the end or `return()`ed, which releases the snapshot.
    */
   async openSnapshot(): Promise<{ position: StorePosition; chunks: AsyncGenerator<SnapshotChunk> }> {
+    await this.landing;
     const snapshot = this.db.snapshot();
     let position: StorePosition;
     try {
@@ -379,16 +427,19 @@ export class LedgerStore {
 
   /** Switches to a received store: the CURRENT pointer moves in one rename, then the old one goes. */
   async install(name: string): Promise<void> {
+    await this.landed();
     await this.db.close();
     writePointer(this.dir, name);
     rmSync(join(this.dir, this.current), { recursive: true, force: true });
     this.current = name;
     this.db = await openDb(join(this.dir, name), this.wrap);
     this.pos = await readPosition(this.db);
+    this.inflight.clear();
     this.cache.clear();
   }
 
   async close(): Promise<void> {
+    await this.landed();
     await this.db.close();
   }
 }

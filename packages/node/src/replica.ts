@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
 import { LevelLogStore, RawNode, seededRandom, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
 import { ApiError } from './errors.js';
-import { applyBatch } from './apply-batch.js';
+import { startBatch } from './apply-batch.js';
 import { LedgerStore, type WrapDb } from './ledger-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -245,6 +245,7 @@ export class Replica {
     this.closed = true;
     this.stopClocks();
     while (this.pumping) await new Promise((r) => setTimeout(r, 5));
+    await this.store.landed();
     this.failAll('The node shut down before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.');
     await this.log.close();
     await this.store.close();
@@ -273,10 +274,16 @@ export class Replica {
   private async pump(): Promise<void> {
     while (this.raft.hasReady() && !this.failed) {
       const rd = this.raft.ready();
-      await this.persist(rd);
-      this.opts.transport.send(rd.messages);
       if (rd.snapshot) throw new Error(`a snapshot arrived from the leader (index ${rd.snapshot.meta.index}); installing one needs the peer mesh, which carries the store`);
-      await this.applyEntries(rd.committedEntries);
+      // Committed entries that earlier Readies persisted are durable already: their
+      // reads and their apply overlap this Ready's write. One this Ready writes waits for it.
+      const persisting = this.persist(rd);
+      const firstNew = rd.entries[0]?.index ?? Infinity;
+      const applying = this.applyEntries(rd.committedEntries, rd.committedEntries.some((e) => e.index >= firstNew) ? persisting : undefined);
+      applying.catch(() => undefined); // a failure is thrown by the await below, after the write's own
+      await persisting;
+      this.opts.transport.send(rd.messages);
+      await applying;
       for (const rs of rd.readStates) this.onReadState(rs.index, Buffer.from(rs.context).toString());
       this.raft.advance(rd);
       this.serveReads();
@@ -295,18 +302,22 @@ export class Replica {
     }
   }
 
-  /** Applies committed entries over one view of the store, writes the view, then answers. */
-  private async applyEntries(entries: Entry[]): Promise<void> {
+  /**
+   * Applies committed entries over one view of the store (once `durable` settles) and
+   * hands the view to the store; the waiting requests are answered when it has landed,
+   * while the next Ready goes on.
+   */
+  private async applyEntries(entries: Entry[], durable?: Promise<void>): Promise<void> {
     const fresh = entries.filter((e) => e.index > this.store.position.applied);
     const batch = fresh.map((e) => ({ index: e.index, term: e.term, op: this.decode(e) }));
-    const results = await applyBatch(this.store, batch);
+    const { results, landed } = await startBatch(this.store, batch, durable);
     results.forEach((a, k) => {
       if (a === null) return;
       this.opts.metrics.entriesApplied.inc();
       if (batch[k]!.op!.op.type === 'SubmitIntent') this.opts.metrics.intents.inc({ outcome: outcomeLabel(a) });
     });
     if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
-    fresh.forEach((e, k) => this.settle(e, results[k] ?? null));
+    landed.then(() => fresh.forEach((e, k) => this.settle(e, results[k] ?? null)), (err: Error) => this.fail(err));
   }
 
   /**

@@ -21,6 +21,8 @@ export interface BenchServer {
   rss(): number;
   /** CPU time the server process has used (all its threads, user and system), in seconds. */
   cpuSeconds(): number;
+  /** CPU time of the server's JavaScript thread alone, in seconds: the part no other core can take. */
+  mainThreadCpuSeconds(): number;
   /** the server's own gauges: V8 heap used, in bytes. */
   heapUsed(): Promise<number>;
   /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
@@ -56,6 +58,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     proc, dataDir, ca, admin,
     rss: () => residentBytes(proc.pid),
     cpuSeconds: () => cpuSeconds(proc.pid),
+    mainThreadCpuSeconds: () => cpuSeconds(proc.pid, proc.pid),
     heapUsed: async () => {
       const r = await client.request('GET', '/metrics', { token: TOKENS.operator });
       const m = /^nodejs_heap_size_used_bytes (\d+(\.\d+)?(e\+\d+)?)/m.exec(r.text);
@@ -77,9 +80,12 @@ export function residentBytes(pid: number): number {
 /** Clock ticks per second, the unit of the CPU times in /proc/<pid>/stat. */
 const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
-/** User and system CPU time of a process, all threads, in seconds (fields 14 and 15 of /proc/<pid>/stat). */
-export function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+/**
+ * User and system CPU time of a process, all threads, in seconds (fields 14 and 15 of
+ * /proc/<pid>/stat); or of one of its threads (the main thread's id is the pid).
+ */
+export function cpuSeconds(pid: number, thread?: number): number {
+  const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
   // The command name (field 2) may hold spaces; the fields after it are split from its closing parenthesis.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
