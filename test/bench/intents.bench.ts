@@ -12,9 +12,10 @@
  * For each concurrency it prints intents per second, the latency p50, p99 and max of
  * intents, the reads' p99, the answers by status, the server's RSS after it, the
  * server's CPU time per request (all its threads, and its JavaScript thread alone,
- * from /proc), and the throughput as a fraction of the disk's synced-write rate,
- * measured first in a separate process in the node's data directory. The table goes to stdout and, with the figures as
- * JSON, to `<out>/intents-<label>.{md,json}`. With --profile the server runs under
+ * from /proc), the load generator's own CPU time per request (it shares the machine),
+ * and the throughput as a fraction of the disk's synced-write rate, measured first in
+ * a separate process in the node's data directory. The table goes to stdout and, with
+ * the figures as JSON, to `<out>/intents-<label>.{md,json}`. With --profile the server runs under
  * --cpu-prof and the top costs are printed, with the share of the JSON parser.
  */
 import { execFileSync } from 'node:child_process';
@@ -41,7 +42,7 @@ const { values: a } = parseArgs({
   },
 });
 
-type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; fsyncShare: number };
+type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number };
 
 const runtime = a.runtime ?? process.execPath;
 const version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
@@ -64,18 +65,20 @@ try {
   print(`server on Node.js ${version}; load generator on ${process.version}; ${fixtures.agents.length} agents; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
   print(`disk: ${Math.round(fsyncPerSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the data directory)`);
   print('');
-  print('| in flight | intents/s | p50 | p99 | max | read p99 | answers | server RSS | server CPU/request (main thread) | intents per fsync |');
-  print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|');
+  print('| in flight | intents/s | p50 | p99 | max | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents per fsync |');
+  print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
   for (const c of a.concurrency.split(',').map(Number)) {
-    const [cpuBefore, mainBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds()];
+    const [cpuBefore, mainBefore, loadBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds(), process.cpuUsage()];
     const s = await load(c, Number(a.seconds) * 1000);
     const cpuMsPerRequest = ((server.cpuSeconds() - cpuBefore) * 1000) / s.requests;
     const mainCpuMsPerRequest = ((server.mainThreadCpuSeconds() - mainBefore) * 1000) / s.requests;
+    const loadUsage = process.cpuUsage(loadBefore);
+    const loadCpuMsPerRequest = (loadUsage.user + loadUsage.system) / 1000 / s.requests;
     const rssBytes = server.rss();
-    const row = { ...s, concurrency: c, rssBytes, cpuMsPerRequest, mainCpuMsPerRequest, fsyncShare: s.intentsPerSecond / fsyncPerSecond };
+    const row = { ...s, concurrency: c, rssBytes, cpuMsPerRequest, mainCpuMsPerRequest, loadCpuMsPerRequest, fsyncShare: s.intentsPerSecond / fsyncPerSecond };
     rows.push(row);
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
-    print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${row.fsyncShare.toFixed(2)} |`);
+    print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
 } finally {
   await server.stop();

@@ -72,6 +72,8 @@ export const ConfigSchema = z.strictObject({
   store: z.strictObject({
     /** cache_entries_max bounds the decoded records the state store keeps in memory. */
     cache_entries_max: count(50_000, 10_000_000),
+    /** write_buffer_bytes is LevelDB's memtable size for the state store (up to twice it in memory). */
+    write_buffer_bytes: int(1 << 20, 1 << 30, 'a number of bytes from 1048576 to 1073741824').default(32 << 20),
   }).prefault({}),
   limits: z.strictObject({
     body_bytes_max: count(64 * 1024, 16 << 20),

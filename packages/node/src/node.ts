@@ -63,6 +63,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     proposalsInFlightMax: c.limits.proposals_in_flight_max,
     snapshotIntervalEntries: c.snapshot_interval_entries,
     cacheEntriesMax: c.store.cache_entries_max,
+    writeBufferBytes: c.store.write_buffer_bytes,
     transport: noPeers,
     log,
     metrics,

@@ -48,6 +48,7 @@ export interface ReplicaOptions {
   proposalsInFlightMax: number;
   snapshotIntervalEntries: number;
   cacheEntriesMax: number;
+  writeBufferBytes: number;
   transport: Transport;
   log: Logger;
   metrics: Metrics;
@@ -119,7 +120,7 @@ export class Replica {
   static async open(opts: ReplicaOptions): Promise<Replica> {
     mkdirSync(opts.dataDir, { recursive: true });
     const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
-    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
+    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const boot = await log.load();
     const applied = store.position.applied;
     const compacted = boot.snapshot?.meta.index ?? 0;
