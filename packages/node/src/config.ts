@@ -81,6 +81,26 @@ export const ConfigSchema = z.strictObject({
     proposals_in_flight_max: count(4096, 1_000_000),
     attestation_cache_entries_max: count(10_000, 1_000_000),
   }).prefault({}),
+  /** http: what each listener allows a client, so that slow or many connections cannot starve the others. */
+  http: z.strictObject({
+    /** headers_timeout_ms: a connection whose request headers (TLS handshake included) are not all in by then is closed. */
+    headers_timeout_ms: ms(10_000),
+    /** request_timeout_ms: a request whose body is not all in by then is answered 408 and its connection closed. */
+    request_timeout_ms: ms(30_000),
+    /** keep_alive_timeout_ms: an idle keep-alive connection is closed after this long. */
+    keep_alive_timeout_ms: ms(5_000),
+    /** connections_max caps the open connections of each listener; a connection beyond it is closed at once. */
+    connections_max: count(1024, 1_000_000),
+  }).prefault({}).refine((h) => h.headers_timeout_ms <= h.request_timeout_ms, { message: 'headers_timeout_ms must not exceed request_timeout_ms', path: ['headers_timeout_ms'] }),
+  /** rate_limit: a token bucket per attested agent on POST /api/v1/intents; beyond it, 429 rate_limited with Retry-After. */
+  rate_limit: z.strictObject({
+    /** agent_intents_per_second is the sustained rate of one agent. */
+    agent_intents_per_second: count(500, 1_000_000),
+    /** agent_burst is how many intents one agent may send at once after a quiet spell. */
+    agent_burst: count(1000, 1_000_000),
+    /** agents_max bounds the buckets kept (full ones are dropped first). */
+    agents_max: count(100_000, 10_000_000),
+  }).prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -25,6 +25,7 @@ import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } fro
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
+import type { RateLimiter } from './rate-limit.js';
 import { intentEnvelope, PageQuery, type IntentEnvelope } from './wire.js';
 
 /** What the gateway needs from the node it runs on. */
@@ -41,6 +42,8 @@ export interface GatewayNode {
 export interface GatewayOptions {
   node: GatewayNode;
   attestor: Attestor;
+  /** rateLimit holds each attested agent to its share of the intent route. */
+  rateLimit: RateLimiter;
   bodyBytesMax: number;
   entriesPerIntentMax: number;
   openapi: string;
@@ -76,6 +79,11 @@ export function agentApp(o: GatewayOptions): express.Express {
 
   app.post('/api/v1/intents', ...jsonBody(o.bodyBytesMax), async (req, res) => {
     if (req.body === undefined) throw new ApiError('malformed_request', 'The intent envelope is required.', { issues: [{ path: '', message: 'is required' }] });
+    // An agent out of tokens is refused before its envelope is validated and its
+    // attestation verified, so that a flood costs the node little; nothing is taken
+    // here, so naming another agent cannot spend its tokens (see submitIntent).
+    const claimed = (req.body as { agent?: unknown }).agent;
+    if (typeof claimed === 'string') refuseRate(o.rateLimit, claimed, o.rateLimit.wait(claimed), res);
     const env = parseRequest(envelope, req.body, 'intent envelope');
     res.locals.transaction = env.transaction;
     await submitIntent(o, env, res);
@@ -136,6 +144,7 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
   if (env.attestation === undefined || env.attestation === '') throw new ApiError('unknown_agent', 'No attestation was presented.');
   const attested = await attest(o, env.attestation);
   if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
+  limitRate(o.rateLimit, env.agent, res);
   const q = o.node.queries;
   const party = await q.agentParty(env.agent);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
@@ -176,6 +185,19 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
     },
   };
   await answerIntent(res, await o.node.submit(op), o.node.queries, party);
+}
+
+/** Takes a token of the attested agent's bucket, or throws 429 `rate_limited` with `Retry-After`. */
+function limitRate(limiter: RateLimiter, agent: string, res: Response): void {
+  refuseRate(limiter, agent, limiter.take(agent), res);
+}
+
+/** Throws 429 `rate_limited` with `Retry-After` when the agent must wait. */
+function refuseRate(limiter: RateLimiter, agent: string, wait: number, res: Response): void {
+  if (wait === 0) return;
+  res.setHeader('Retry-After', String(wait));
+  const { ratePerSecond, burst } = limiter.o;
+  throw new ApiError('rate_limited', `The agent ${agent} is sending intents faster than this node accepts from one agent (${ratePerSecond} a second, bursts of ${burst}); nothing was recorded. Retry after ${wait} s.`);
 }
 
 /** Verifies an attestation, or throws 403 `attestation`. */

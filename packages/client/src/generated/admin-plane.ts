@@ -460,7 +460,7 @@ export type components = {
         /** @description Every error: a code, a plain English message, and the extra fields of its code. */
         Error: {
             /** @enum {string} */
-            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "payload_too_large" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable";
+            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "request_timeout" | "payload_too_large" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable";
             message: string;
         } & {
             [key: string]: unknown;
@@ -560,6 +560,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
         };
     };
     openAccount: {
@@ -629,6 +641,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_party";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -751,6 +775,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -825,6 +861,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -921,6 +969,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_party";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1055,6 +1115,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1135,6 +1207,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
         };
     };
     transferLeadership: {
@@ -1201,6 +1285,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1284,6 +1380,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -1349,6 +1457,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1426,6 +1546,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1510,6 +1642,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1627,6 +1771,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -1708,6 +1864,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1830,6 +1998,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -1926,6 +2106,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_policy";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2064,6 +2256,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `invalid_transition` */
             409: {
                 headers: {
@@ -2187,6 +2391,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `payload_too_large` */
             413: {
                 headers: {
@@ -2295,6 +2511,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_policy";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2411,6 +2639,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -2492,6 +2732,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2626,6 +2878,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -2731,6 +2995,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_party";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2853,6 +3129,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `gateway_error` */
             422: {
                 headers: {
@@ -2904,6 +3192,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "malformed_request";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
