@@ -82,7 +82,7 @@ export function agentApp(o: GatewayOptions): express.Express {
     // An agent out of tokens is refused before its envelope is validated and its
     // attestation verified, so that a flood costs the node little; nothing is taken
     // here, so naming another agent cannot spend its tokens (see submitIntent).
-    const claimed = (req.body as { agent?: unknown }).agent;
+    const claimed = req.body !== null && typeof req.body === 'object' ? (req.body as { agent?: unknown }).agent : undefined;
     if (typeof claimed === 'string') refuseRate(o.rateLimit, claimed, o.rateLimit.wait(claimed), res);
     const env = parseRequest(envelope, req.body, 'intent envelope');
     res.locals.transaction = env.transaction;
