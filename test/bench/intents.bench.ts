@@ -1,21 +1,29 @@
 /**
  * Intents over HTTPS against a standalone node, measured as its users would: the
  * server is its own process (started as `npm start` starts it), the load generator
- * is this one, closed loop, with the realistic mix of support/workload.ts.
+ * is this one, closed loop, with the realistic mix of support/workload.ts (postings,
+ * refusals, usage moves and reads). One run measures every concurrency of the matrix
+ * against the same node, one after another.
  *
  *   npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
- *                            [--runtime /path/to/node] [--profile] [--json out.json]
+ *                            [--runtime /path/to/node] [--profile] [--out bench-results]
+ *                            [--label name] [--json out.json]
  *
- * For each concurrency it prints intents per second and the latency p50, p99 and max
- * of intents, the reads' p99, the answers by status, and the server's RSS after it.
- * With --profile the server runs under --cpu-prof and the top costs are printed,
- * with the share of the JSON parser (the inclusive time of parseJson).
+ * For each concurrency it prints intents per second, the latency p50, p99 and max of
+ * intents, the reads' p99, the answers by status, the server's RSS after it, the
+ * server's CPU time per request (all its threads, and its JavaScript thread alone,
+ * from /proc), the load generator's own CPU time per request (it shares the machine),
+ * and the throughput as a fraction of the disk's synced-write rate, measured first in
+ * a separate process in the node's data directory. The table goes to stdout and, with
+ * the figures as JSON, to `<out>/intents-<label>.{md,json}`. With --profile the server runs under
+ * --cpu-prof and the top costs are printed, with the share of the JSON parser.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { syncedWriteRate } from './support/fsync.js';
 import { runLoad, type LoadStats } from './support/load.js';
 import { printSummary, summarize } from './support/profile.js';
 import { newestProfile, startBenchServer } from './support/server.js';
@@ -28,30 +36,49 @@ const { values: a } = parseArgs({
     parties: { type: 'string', default: '64' },
     runtime: { type: 'string' },
     profile: { type: 'boolean', default: false },
+    out: { type: 'string', default: 'bench-results' },
+    label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
     json: { type: 'string' },
   },
 });
+
+type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number };
 
 const runtime = a.runtime ?? process.execPath;
 const version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
 const server = await startBenchServer({ execPath: runtime, ...(profileDir === undefined ? {} : { cpuProfDir: profileDir }) });
-const rows: (LoadStats & { concurrency: number; rssBytes: number })[] = [];
+const rows: Row[] = [];
+const lines: string[] = [];
+const print = (line: string) => {
+  lines.push(line);
+  console.log(line);
+};
+let fsyncPerSecond = NaN;
 try {
   const runId = `b${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload(server.admin, Number(a.parties), runId);
   const mix = new Mix(fixtures, runId);
   const load = (concurrency: number, durationMs: number) => runLoad({ urls: [server.proc.agentUrl], ca: server.ca, concurrency, durationMs, mix });
   await load(16, 3000); // warm-up: JIT, caches, connections
-  console.log(`server on Node.js ${version}; load generator on ${process.version}; ${fixtures.agents.length} agents`);
-  console.log('| in flight | intents/s | p50 | p99 | max | read p99 | answers | server RSS |');
-  console.log('|---:|---:|---:|---:|---:|---:|---|---:|');
+  fsyncPerSecond = syncedWriteRate(server.dataDir);
+  print(`server on Node.js ${version}; load generator on ${process.version}; ${fixtures.agents.length} agents; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
+  print(`disk: ${Math.round(fsyncPerSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the data directory)`);
+  print('');
+  print('| in flight | intents/s | p50 | p99 | max | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents per fsync |');
+  print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
   for (const c of a.concurrency.split(',').map(Number)) {
+    const [cpuBefore, mainBefore, loadBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds(), process.cpuUsage()];
     const s = await load(c, Number(a.seconds) * 1000);
+    const cpuMsPerRequest = ((server.cpuSeconds() - cpuBefore) * 1000) / s.requests;
+    const mainCpuMsPerRequest = ((server.mainThreadCpuSeconds() - mainBefore) * 1000) / s.requests;
+    const loadUsage = process.cpuUsage(loadBefore);
+    const loadCpuMsPerRequest = (loadUsage.user + loadUsage.system) / 1000 / s.requests;
     const rssBytes = server.rss();
-    rows.push({ ...s, concurrency: c, rssBytes });
+    const row = { ...s, concurrency: c, rssBytes, cpuMsPerRequest, mainCpuMsPerRequest, loadCpuMsPerRequest, fsyncShare: s.intentsPerSecond / fsyncPerSecond };
+    rows.push(row);
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
-    console.log(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB |`);
+    print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
 } finally {
   await server.stop();
@@ -59,6 +86,12 @@ try {
 if (profileDir !== undefined) {
   printSummary(summarize(newestProfile(profileDir), {
     'JSON parser (parseJson)': (fn, url) => fn === 'parseJson' && url.includes('/core/'),
-  }));
+  }), print);
 }
-if (a.json) writeFileSync(a.json, `${JSON.stringify({ runtime: version, rows }, null, 2)}\n`);
+const report = { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond, seconds: Number(a.seconds), rows };
+const out = resolve(a.out);
+mkdirSync(out, { recursive: true });
+writeFileSync(join(out, `intents-${a.label}.json`), `${JSON.stringify(report, null, 2)}\n`);
+writeFileSync(join(out, `intents-${a.label}.md`), `${lines.join('\n')}\n`);
+console.log(`\nwritten: ${join(out, `intents-${a.label}`)}.{md,json}`);
+if (a.json) writeFileSync(a.json, `${JSON.stringify(report, null, 2)}\n`);

@@ -38,6 +38,11 @@ export interface Applied {
   result: OpResult;
   /** entry_hash is the chain link of an operation that took effect; null for one that did not. */
   entry_hash: string | null;
+  /**
+   * result_text is the canonical JSON of `result` that the link hashed, for the journal
+   * to reuse; null for an operation that did not take effect.
+   */
+  result_text: string | null;
 }
 
 /**
@@ -51,14 +56,15 @@ export function apply(view: View, index: number, op: Operation, opText?: string)
   const state = new State(view);
   const result = dispatch(state, index, op);
   view.meta.applied = index;
-  if (!tookEffect(result)) return { index, result, entry_hash: null };
-  const entry_hash = chainLink(view.meta.head, opText ?? canonicalJson(op), result);
+  if (!tookEffect(result)) return { index, result, entry_hash: null, result_text: null };
+  const result_text = canonicalJson(result);
+  const entry_hash = link(view.meta.head, opText ?? canonicalJson(op), result_text);
   if (op.type === 'SubmitIntent' && result.ok && 'kind' in result.value && result.value.kind === 'recorded') {
     const key = scoped(state.agents.get(op.agent)!, op.transaction);
     state.transactions.set(key, { ...state.transactions.get(key)!, entry_hash });
   }
   view.meta.head = entry_hash;
-  return { index, result, entry_hash };
+  return { index, result, entry_hash, result_text };
 }
 
 /** Moves the view past a log entry that is no operation (a new leader's no-op). */
@@ -86,9 +92,14 @@ function dispatch(state: State, index: number, op: Operation): OpResult {
 
 /** One link of the hash chain; `op` is the operation's canonical JSON. */
 export function chainLink(prev: string, opText: string, result: unknown): string {
+  return link(prev, opText, canonicalJson(result));
+}
+
+/** One link of the hash chain from the canonical JSON of the operation and of its result. */
+function link(prev: string, opText: string, resultText: string): string {
   return createHash('sha256')
     .update(Buffer.from(prev, 'hex'))
     .update(opText)
-    .update(canonicalJson(result))
+    .update(resultText)
     .digest('hex');
 }

@@ -10,61 +10,64 @@
  */
 import { createHash } from 'node:crypto';
 
-/** Encodes a JSON-like value canonically. Throws on values JSON cannot carry. */
+/**
+ * Encodes a JSON-like value canonically. Throws on values JSON cannot carry.
+ *
+ * It runs for every operation, result and record the ledger writes, so it builds one
+ * string by concatenation (no part arrays, no closures) and sorts an object's keys
+ * only when they are not in order already (records are mostly built in order).
+ */
 export function canonicalJson(value: unknown): string {
-  const out: string[] = [];
-  write(value, out);
-  return out.join('');
-}
-
-function write(value: unknown, out: string[]): void {
   switch (typeof value) {
     case 'string':
-      out.push(JSON.stringify(value));
-      return;
+      return JSON.stringify(value);
     case 'bigint':
-      out.push(value.toString());
-      return;
+      return value.toString();
     case 'number':
       if (!Number.isFinite(value)) throw new TypeError(`${value} has no JSON form`);
-      out.push(JSON.stringify(value));
-      return;
+      return JSON.stringify(value);
     case 'boolean':
-      out.push(value ? 'true' : 'false');
-      return;
+      return value ? 'true' : 'false';
     case 'object':
-      if (value === null) out.push('null');
-      else if (Array.isArray(value)) writeArray(value, out);
-      else writeObject(value as Record<string, unknown>, out);
-      return;
+      if (value === null) return 'null';
+      return Array.isArray(value) ? writeArray(value) : writeObject(value as Record<string, unknown>);
     default:
       throw new TypeError(`a ${typeof value} has no JSON form`);
   }
 }
 
-function writeArray(items: readonly unknown[], out: string[]): void {
-  out.push('[');
-  items.forEach((item, i) => {
-    if (i > 0) out.push(',');
-    write(item === undefined ? null : item, out);
-  });
-  out.push(']');
+function writeArray(items: readonly unknown[]): string {
+  let out = '[';
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0) out += ',';
+    const item = items[i];
+    out += canonicalJson(item === undefined ? null : item);
+  }
+  return `${out}]`;
 }
 
-function writeObject(obj: Record<string, unknown>, out: string[]): void {
+function writeObject(obj: Record<string, unknown>): string {
   const proto = Object.getPrototypeOf(obj);
   if (proto !== Object.prototype && proto !== null) {
     throw new TypeError(`a ${proto?.constructor?.name ?? 'value'} has no canonical JSON form`);
   }
   // Default sort compares UTF-16 code units, which is the order RFC 8785 requires.
-  const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
-  out.push('{');
-  keys.forEach((k, i) => {
-    if (i > 0) out.push(',');
-    out.push(JSON.stringify(k), ':');
-    write(obj[k], out);
-  });
-  out.push('}');
+  const keys = Object.keys(obj);
+  if (!sorted(keys)) keys.sort();
+  let out = '{';
+  for (const k of keys) {
+    const v = obj[k];
+    if (v === undefined) continue;
+    if (out.length > 1) out += ',';
+    out += `${JSON.stringify(k)}:${canonicalJson(v)}`;
+  }
+  return `${out}}`;
+}
+
+/** Whether keys are in UTF-16 code-unit order (the comparison operators compare so). */
+function sorted(keys: readonly string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (keys[i - 1]! > keys[i]!) return false;
+  return true;
 }
 
 /** Lowercase hex SHA-256 of a string (as UTF-8) or of bytes. */

@@ -6,7 +6,7 @@
  * the store in one batch. The replica runs this for every Ready; the differential
  * test runs it against the in-memory store.
  */
-import { apply, canonicalJson, skip, type Applied, type Operation } from '@apl/core';
+import { apply, skip, type Applied, type Operation } from '@apl/core';
 import type { JournalRecord, LedgerStore } from './ledger-store.js';
 
 /** A committed log entry as the replica read it: its operation and canonical text, or null for a no-op. */
@@ -16,11 +16,24 @@ export interface BatchEntry {
   op: { op: Operation; text: string } | null;
 }
 
-/** Applies the entries in order and writes the batch; the result of each (null for a no-op). */
+/** Applies the entries in order and writes the batch; the result of each (null for a no-op), once the batch has landed. */
 export async function applyBatch(store: LedgerStore, entries: readonly BatchEntry[]): Promise<(Applied | null)[]> {
-  if (entries.length === 0) return [];
+  const { results, landed } = await startBatch(store, entries);
+  await landed;
+  return results;
+}
+
+/**
+ * Applies the entries in order and hands the batch to the store: the results, and
+ * `landed`, which settles when the batch is on the store's disk (the next batch may be
+ * applied before). The reads are loaded first; the operations are applied only once
+ * `durable` has settled (the Raft log write their entries wait for, if any).
+ */
+export async function startBatch(store: LedgerStore, entries: readonly BatchEntry[], durable?: Promise<void>): Promise<{ results: (Applied | null)[]; landed: Promise<void> }> {
+  if (entries.length === 0) return { results: [], landed: Promise.resolve() };
   const view = store.view();
   await store.prefetch(view, entries.flatMap((e) => (e.op === null ? [] : [e.op.op])));
+  await durable;
   const journal: JournalRecord[] = [];
   const results: (Applied | null)[] = [];
   for (const e of entries) {
@@ -31,10 +44,10 @@ export async function applyBatch(store: LedgerStore, entries: readonly BatchEntr
     }
     await store.ensure(view, e.op.op);
     const a = apply(view, e.index, e.op.op, e.op.text);
-    // The record's canonical JSON, built around the operation's text so it is not encoded again.
-    if (a.entry_hash !== null) journal.push({ index: e.index, text: `{"entry_hash":"${a.entry_hash}","index":${e.index},"op":${e.op.text},"result":${canonicalJson(a.result)}}` });
+    // The record's canonical JSON, built around the texts the chain link hashed, so neither is encoded again.
+    if (a.entry_hash !== null) journal.push({ index: e.index, text: `{"entry_hash":"${a.entry_hash}","index":${e.index},"op":${e.op.text},"result":${a.result_text}}` });
     results.push(a);
   }
-  await store.commit(view.commit(), journal, entries[entries.length - 1]!.term);
-  return results;
+  const landed = store.commit(view.commit(), journal, entries[entries.length - 1]!.term);
+  return { results, landed };
 }

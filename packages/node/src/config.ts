@@ -102,6 +102,8 @@ export const ConfigSchema = z.strictObject({
   store: z.strictObject({
     /** cache_entries_max bounds the decoded records the state store keeps in memory. */
     cache_entries_max: count(50_000, 10_000_000),
+    /** write_buffer_bytes is LevelDB's memtable size for the state store (up to twice it in memory). */
+    write_buffer_bytes: int(1 << 20, 1 << 30, 'a number of bytes from 1048576 to 1073741824').default(32 << 20),
   }).prefault({}),
   limits: z.strictObject({
     body_bytes_max: count(64 * 1024, 16 << 20),
@@ -121,6 +123,26 @@ export const ConfigSchema = z.strictObject({
     page_records_max: count(256, 10_000),
     /** lag_ms_max: a feed whose send buffer stays full this long is cut off with where to resume. */
     lag_ms_max: ms(10_000),
+  }).prefault({}),
+  /** http: what each listener allows a client, so that slow or many connections cannot starve the others. */
+  http: z.strictObject({
+    /** headers_timeout_ms: a connection whose request headers (TLS handshake included) are not all in by then is closed. */
+    headers_timeout_ms: ms(10_000),
+    /** request_timeout_ms: a request whose body is not all in by then is answered 408 and its connection closed. */
+    request_timeout_ms: ms(30_000),
+    /** keep_alive_timeout_ms: an idle keep-alive connection is closed after this long. */
+    keep_alive_timeout_ms: ms(5_000),
+    /** connections_max caps the open connections of each listener; a connection beyond it is closed at once. */
+    connections_max: count(1024, 1_000_000),
+  }).prefault({}).refine((h) => h.headers_timeout_ms <= h.request_timeout_ms, { message: 'headers_timeout_ms must not exceed request_timeout_ms', path: ['headers_timeout_ms'] }),
+  /** rate_limit: a token bucket per attested agent on POST /api/v1/intents; beyond it, 429 rate_limited with Retry-After. */
+  rate_limit: z.strictObject({
+    /** agent_intents_per_second is the sustained rate of one agent. */
+    agent_intents_per_second: count(500, 1_000_000),
+    /** agent_burst is how many intents one agent may send at once after a quiet spell. */
+    agent_burst: count(1000, 1_000_000),
+    /** agents_max bounds the buckets kept (full ones are dropped first). */
+    agents_max: count(100_000, 10_000_000),
   }).prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -3,10 +3,10 @@
  *
  * POST /api/v1/intents does everything that is not deterministic before proposing:
  * schema and agent URI, the attestation against the wall clock, the binding, the
- * capability, the idempotent replay and the policy pin against local state, and the
- * hash of the justification (the text itself is never stored). The operation then
- * carries only verified facts; the commit point judges it again against the state
- * at its place in the log.
+ * capability, the idempotent replay (of a record the cache holds) and the policy pin
+ * against local state, and the hash of the justification (the text itself is never
+ * stored). The operation then carries only verified facts; the commit point judges it
+ * again against the state at its place in the log.
  *
  * Reads are scoped to the attested party: another party's transaction, account or
  * usage balance answers exactly what a missing one answers.
@@ -25,6 +25,7 @@ import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } fro
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
+import type { RateLimiter } from './rate-limit.js';
 import { intentEnvelope, PageQuery, type IntentEnvelope } from './wire.js';
 
 /** What the gateway needs from the node it runs on. */
@@ -43,6 +44,8 @@ export interface GatewayNode {
 export interface GatewayOptions {
   node: GatewayNode;
   attestor: Attestor;
+  /** rateLimit holds each attested agent to its share of the intent route. */
+  rateLimit: RateLimiter;
   bodyBytesMax: number;
   entriesPerIntentMax: number;
   openapi: string;
@@ -78,6 +81,11 @@ export function agentApp(o: GatewayOptions): express.Express {
 
   app.post('/api/v1/intents', ...jsonBody(o.bodyBytesMax), async (req, res) => {
     if (req.body === undefined) throw new ApiError('malformed_request', 'The intent envelope is required.', { issues: [{ path: '', message: 'is required' }] });
+    // An agent out of tokens is refused before its envelope is validated and its
+    // attestation verified, so that a flood costs the node little; nothing is taken
+    // here, so naming another agent cannot spend its tokens (see submitIntent).
+    const claimed = req.body !== null && typeof req.body === 'object' ? (req.body as { agent?: unknown }).agent : undefined;
+    if (typeof claimed === 'string') refuseRate(o.rateLimit, claimed, o.rateLimit.wait(claimed), res);
     const env = parseRequest(envelope, req.body, 'intent envelope');
     res.locals.transaction = env.transaction;
     await submitIntent(o, env, res);
@@ -171,33 +179,60 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
  */
 async function precheck(o: GatewayOptions, env: IntentEnvelope, res: Response): Promise<{ attested: Attested; party: string } | null> {
   try {
-    return await precheckOnce(o, env, res);
+    return await precheckOnce(o, env, res, true);
   } catch (err) {
     if (!(err instanceof ApiError) || o.node.isPrimary() || !LAG_SENSITIVE.has(err.body.error)) throw err;
     await o.node.readBarrier();
-    return precheckOnce(o, env, res);
+    return precheckOnce(o, env, res, false);
   }
 }
 
 /** The refusals local state decides, which a lagging follower must confirm. */
 const LAG_SENSITIVE = new Set(['attestation', 'unknown_agent', 'stale_policy', 'no_active_policy']);
 
-async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, res: Response): Promise<{ attested: Attested; party: string } | null> {
+/** `first`: the agent's rate is charged on the first pass only, not on the check after a barrier. */
+async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, res: Response, first: boolean): Promise<{ attested: Attested; party: string } | null> {
   const attested = await attest(o, env.attestation!);
   if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
+  if (first) limitRate(o.rateLimit, env.agent, res);
   const q = o.node.queries;
   const party = await q.agentParty(env.agent);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
   if (grantingCapability(attested.capabilities, env.action.action) === null) {
     throw new ApiError('capability_mapping', `The attestation grants no capability for action ${env.action.action}.`);
   }
-  const recorded = await q.transaction(party, env.transaction);
-  if (recorded) {
-    sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
+  // The commit point replays a recorded transaction (idempotency is its first check),
+  // so here the store is read only where it pays: a record the cache holds is answered
+  // at once, and where the pin fails the store is read, since a replay wins over a
+  // stale pin. A new transaction id costs no disk read that would find nothing.
+  const cached = q.cachedTransaction(party, env.transaction);
+  if (cached) {
+    sendJson(res, 200, outcomeView(cached), { 'Idempotent-Replayed': 'true' });
     return null;
   }
-  checkPin(env.policy, await q.activePolicyId());
+  const active = await q.activePolicyId();
+  if (pinFailure(env.policy, active) !== null) {
+    const recorded = await q.transaction(party, env.transaction);
+    if (recorded) {
+      sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
+      return null;
+    }
+    checkPin(env.policy, active);
+  }
   return { attested, party };
+}
+
+/** Takes a token of the attested agent's bucket, or throws 429 `rate_limited` with `Retry-After`. */
+function limitRate(limiter: RateLimiter, agent: string, res: Response): void {
+  refuseRate(limiter, agent, limiter.take(agent), res);
+}
+
+/** Throws 429 `rate_limited` with `Retry-After` when the agent must wait. */
+function refuseRate(limiter: RateLimiter, agent: string, wait: number, res: Response): void {
+  if (wait === 0) return;
+  res.setHeader('Retry-After', String(wait));
+  const { ratePerSecond, burst } = limiter.o;
+  throw new ApiError('rate_limited', `The agent ${agent} is sending intents faster than this node accepts from one agent (${ratePerSecond} a second, bursts of ${burst}); nothing was recorded. Retry after ${wait} s.`);
 }
 
 /** Verifies an attestation, or throws 403 `attestation`. */

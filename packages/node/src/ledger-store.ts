@@ -6,9 +6,13 @@
  * new position, so after any crash the state, the journal and the applied index agree
  * (etcd's backend writes its consistent index the same way).
  *
- * Reads go through a bounded LRU cache of decoded records; writes go through it too.
+ * Reads go through a bounded cache of decoded records (two generations, so that a hit
+ * costs one lookup); writes go through it too.
  * A batch is written without fsync: the Raft log holds the entries durably, and a
- * restart re-applies whatever the store lost. Before the Raft log is compacted below
+ * restart re-applies whatever the store lost. `commit` hands a batch to LevelDB and
+ * returns at once with a promise of its landing: until it lands its records are read
+ * from the writes in flight, so the next batch can be prefetched and applied while
+ * this one is written. Batches land in commit order; after one fails, none lands. Before the Raft log is compacted below
  * an index, `sync()` makes the store durable up to it.
  *
  * A member that is behind compaction receives the whole store: `snapshotChunks()`
@@ -58,6 +62,8 @@ export type WrapDb = (db: LevelDb) => LevelDb;
 const META_KEY = 'chain/meta';
 const JOURNAL_PREFIX = 'jrnl/';
 const CHUNK_BYTES = 1 << 20;
+/** LevelDB's memtable size unless configured (`store.write_buffer_bytes`); LevelDB's own default is 4 MiB. */
+export const WRITE_BUFFER_BYTES_DEFAULT = 32 << 20;
 /** The most rounds of `reads` one operation may need; more is a bug in `reads`. */
 const PREFETCH_ROUNDS_MAX = 4;
 
@@ -68,44 +74,65 @@ export function prefixEnd(prefix: string): string {
   return prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
 }
 
-/** A bounded least-recently-used map: a hit moves the entry to the back, the front goes first. */
-class Lru<K, V> {
-  private readonly map = new Map<K, V>();
-  constructor(private readonly max: number) {}
+/**
+ * A bounded map that keeps what is used: two generations of at most `max / 2` entries
+ * each. A write goes to the young one; a hit in the old one is copied to the young
+ * one; when the young one is full it becomes the old one and the old one is dropped.
+ * An entry used once per generation survives, as in an LRU, but a hit in the young
+ * generation costs one lookup, not a delete and an insert. At most `max` entries.
+ */
+class Generations<K, V> {
+  private young = new Map<K, V>();
+  private old = new Map<K, V>();
+  private readonly half: number;
+  constructor(max: number) {
+    this.half = Math.max(1, Math.floor(max / 2));
+  }
 
   get(k: K): V | undefined {
-    const v = this.map.get(k);
-    if (v !== undefined) {
-      this.map.delete(k);
-      this.map.set(k, v);
-    }
-    return v;
+    const v = this.young.get(k);
+    if (v !== undefined) return v;
+    const o = this.old.get(k);
+    if (o !== undefined) this.set(k, o);
+    return o;
   }
 
   set(k: K, v: V): void {
-    this.map.delete(k);
-    this.map.set(k, v);
-    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as K);
+    if (!this.young.has(k) && this.young.size >= this.half) {
+      this.old = this.young;
+      this.young = new Map();
+    }
+    this.young.set(k, v);
   }
 
   clear(): void {
-    this.map.clear();
+    this.young.clear();
+    this.old.clear();
   }
 
+  /** The entries held, at most `max` (an entry copied from the old generation counts in both). */
   get size(): number {
-    return this.map.size;
+    return this.young.size + this.old.size;
   }
 }
 
 export class LedgerStore {
   /** Records by key as last read or written: a slot, or null for a key the store does not hold. */
-  private readonly cache: Lru<string, Slot | null>;
+  private readonly cache: Generations<string, Slot | null>;
   private pos: StorePosition;
   /**
    * commits counts the batches written. A read that started before a commit may have
    * read what the commit then changed, so its result is answered but not cached.
    */
   private commits = 0;
+  /**
+   * inflight holds the records of batches handed to LevelDB that have not landed, by
+   * key (null: deleted); reads see them before the cache and the disk. A record leaves
+   * when its batch lands, unless a later batch wrote the key again.
+   */
+  private readonly inflight = new Map<string, Slot | null>();
+  /** landing settles when the last batch handed to LevelDB has landed; it rejects for good after a failure. */
+  private landing: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly dir: string,
@@ -114,13 +141,18 @@ export class LedgerStore {
     pos: StorePosition,
     cacheEntriesMax: number,
     private readonly wrap: WrapDb,
+    private readonly writeBufferBytes: number,
   ) {
     this.pos = pos;
-    this.cache = new Lru(cacheEntriesMax);
+    this.cache = new Generations(cacheEntriesMax);
   }
 
-  /** Opens (or creates) the store under `dir`; removes what an interrupted install left. */
-  static async open(dir: string, opts: { cacheEntriesMax: number; wrap?: WrapDb }): Promise<LedgerStore> {
+  /**
+   * Opens (or creates) the store under `dir`; removes what an interrupted install left.
+   * `writeBufferBytes` is LevelDB's memtable size: a larger one turns the same writes
+   * into fewer, larger files, and so less compaction per intent (default 32 MiB).
+   */
+  static async open(dir: string, opts: { cacheEntriesMax: number; writeBufferBytes?: number; wrap?: WrapDb }): Promise<LedgerStore> {
     mkdirSync(dir, { recursive: true });
     const pointer = join(dir, 'CURRENT');
     let current = existsSync(pointer) ? readFileSync(pointer, 'utf8').trim() : '';
@@ -132,8 +164,9 @@ export class LedgerStore {
       if (name.startsWith('store-') && name !== current) rmSync(join(dir, name), { recursive: true, force: true });
     }
     const wrap = opts.wrap ?? ((db: LevelDb) => db);
-    const db = await openDb(join(dir, current), wrap);
-    return new LedgerStore(dir, db, current, await readPosition(db), opts.cacheEntriesMax, wrap);
+    const writeBufferBytes = opts.writeBufferBytes ?? WRITE_BUFFER_BYTES_DEFAULT;
+    const db = await openDb(join(dir, current), wrap, writeBufferBytes);
+    return new LedgerStore(dir, db, current, await readPosition(db), opts.cacheEntriesMax, wrap, writeBufferBytes);
   }
 
   get position(): StorePosition {
@@ -183,7 +216,7 @@ export class LedgerStore {
   private async load(view: View, set: ReadSet): Promise<void> {
     const missing: string[] = [];
     for (const key of set.keys) {
-      const hit = this.cache.get(key);
+      const hit = this.known(key);
       if (hit === undefined) missing.push(key);
       else view.supply(key, hit);
     }
@@ -196,28 +229,62 @@ export class LedgerStore {
         view.supply(key, slot);
       });
     }
+    if (set.prefixes.length > 0) await this.landed();
     for (const prefix of set.prefixes) view.supplyScan(prefix, await this.db.keys({ gte: prefix, lt: prefixEnd(prefix) }).all());
+  }
+
+  /** A record the writes in flight or the cache hold (null: known absent), or undefined. */
+  private known(key: string): Slot | null | undefined {
+    const w = this.inflight.get(key);
+    return w !== undefined ? w : this.cache.get(key);
+  }
+
+  /** Settles once every batch handed to LevelDB has landed or failed: a scan after it sees them all. */
+  landed(): Promise<void> {
+    return this.landing.catch(() => undefined);
   }
 
   /**
    * Writes a batch's records, its journal records and the position it reached, in one
-   * LevelDB batch; then the cache takes the new records.
+   * LevelDB batch. The records are readable (and the position is this store's) at
+   * once; the promise settles when the batch has landed. A failed batch fails every
+   * later one, and reads forget what did not land.
    */
-  async commit(c: Commit, journal: readonly JournalRecord[], term: number): Promise<void> {
+  commit(c: Commit, journal: readonly JournalRecord[], term: number): Promise<void> {
     const tick = c.writes.find((w) => w.key === META_KEYS[0]);
     const pos: StorePosition = { ...c.meta, term, tick: tick ? (tick.value as number) : this.pos.tick };
     const ops: ({ type: 'put'; key: string; value: string } | { type: 'del'; key: string })[] = [];
-    for (const w of c.writes) ops.push(w.text === null ? { type: 'del', key: w.key } : { type: 'put', key: w.key, value: w.text });
+    const slots: [string, Slot | null][] = [];
+    for (const w of c.writes) {
+      ops.push(w.text === null ? { type: 'del', key: w.key } : { type: 'put', key: w.key, value: w.text });
+      slots.push([w.key, w.text === null ? null : { value: w.value, hash: w.hash }]);
+    }
     for (const j of journal) ops.push({ type: 'put', key: journalKey(j.index), value: j.text });
     ops.push({ type: 'put', key: META_KEY, value: JSON.stringify(pos) });
-    await this.db.batch(ops, { sync: false });
     this.commits++;
-    for (const w of c.writes) this.cache.set(w.key, w.text === null ? null : { value: w.value, hash: w.hash });
+    for (const [key, slot] of slots) {
+      this.inflight.set(key, slot);
+      this.cache.set(key, slot);
+    }
     this.pos = pos;
+    const db = this.db;
+    this.landing = this.landing.then(() => db.batch(ops, { sync: false }));
+    return this.landing.then(
+      () => {
+        for (const [key, slot] of slots) if (this.inflight.get(key) === slot) this.inflight.delete(key);
+      },
+      (err: unknown) => {
+        this.commits++;
+        this.inflight.clear();
+        this.cache.clear();
+        throw err;
+      },
+    );
   }
 
   /** Makes everything written so far durable (an fsync of the store's log). */
   async sync(): Promise<void> {
+    await this.landing;
     await this.db.batch([{ type: 'put', key: META_KEY, value: JSON.stringify(this.pos) }], { sync: true });
   }
 
@@ -225,13 +292,22 @@ export class LedgerStore {
 
   /** A record by key, decoded; undefined when the store has none. */
   async get<T>(key: string): Promise<T | undefined> {
-    let slot = this.cache.get(key);
+    let slot = this.known(key);
     if (slot === undefined) {
       const before = this.commits;
       slot = toSlot(key, await this.db.get(key));
       if (this.commits === before) this.cache.set(key, slot);
     }
     return slot === null ? undefined : (slot.value as T);
+  }
+
+  /**
+   * A record by key if the cache knows it, without reading the disk: the record, null
+   * when the store is known not to hold it, undefined when the cache cannot say.
+   */
+  cached<T>(key: string): T | null | undefined {
+    const slot = this.known(key);
+    return slot === undefined ? undefined : slot === null ? null : (slot.value as T);
   }
 
   /**
@@ -245,6 +321,7 @@ export class LedgerStore {
       ? { gte: prefix, lt: opts.after ?? prefixEnd(prefix), reverse: true }
       : { gt: opts.after ?? prefix, lt: prefixEnd(prefix) };
     const scanMax = Math.max(opts.limit, opts.scanMax ?? opts.limit);
+    await this.landed();
     const items: [string, T][] = [];
     let last: string | null = null;
     let read = 0;
@@ -265,6 +342,7 @@ export class LedgerStore {
 
   /** The journal's records from log index `from` on, in log order. */
   async *journal(from = 0): AsyncGenerator<string> {
+    await this.landed();
     for await (const value of this.db.values({ gte: journalKey(from), lt: prefixEnd(JOURNAL_PREFIX) })) yield value;
   }
 
@@ -277,6 +355,7 @@ export class LedgerStore {
    * the end or `return()`ed, which releases the snapshot.
    */
   async openSnapshot(): Promise<{ position: StorePosition; chunks: AsyncGenerator<SnapshotChunk> }> {
+    await this.landing;
     const snapshot = this.db.snapshot();
     let position: StorePosition;
     try {
@@ -356,22 +435,25 @@ export class LedgerStore {
 
   /** Switches to a received store: the CURRENT pointer moves in one rename, then the old one goes. */
   async install(name: string): Promise<void> {
+    await this.landed();
     await this.db.close();
     writePointer(this.dir, name);
     rmSync(join(this.dir, this.current), { recursive: true, force: true });
     this.current = name;
-    this.db = await openDb(join(this.dir, name), this.wrap);
+    this.db = await openDb(join(this.dir, name), this.wrap, this.writeBufferBytes);
     this.pos = await readPosition(this.db);
+    this.inflight.clear();
     this.cache.clear();
   }
 
   async close(): Promise<void> {
+    await this.landed();
     await this.db.close();
   }
 }
 
-async function openDb(path: string, wrap: WrapDb): Promise<LevelDb> {
-  const db = new Level<string, string>(path);
+async function openDb(path: string, wrap: WrapDb, writeBufferBytes: number): Promise<LevelDb> {
+  const db = new Level<string, string>(path, { writeBufferSize: writeBufferBytes });
   await db.open();
   return wrap(db);
 }

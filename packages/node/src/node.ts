@@ -4,7 +4,7 @@
  * the integration tests start on free ports.
  */
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:https';
+import type { Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,11 +16,13 @@ import { ApiError, type ErrorCode } from './errors.js';
 import { Feeds } from './feed.js';
 import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
 import { agentApp } from './gateway.js';
+import { limitedServer } from './listener.js';
 import { createLogger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import type { WrapDb } from './ledger-store.js';
 import { withServer } from './openapi.js';
 import { Queries } from './queries.js';
+import { RateLimiter } from './rate-limit.js';
 import { NotLeaderError, Replica, UnreadableOperation, type Transport } from './replica.js';
 
 const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -79,6 +81,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     snapshotIntervalEntries: c.snapshot_interval_entries,
     snapshotCatchupEntries: c.snapshot_catchup_entries,
     cacheEntriesMax: c.store.cache_entries_max,
+    writeBufferBytes: c.store.write_buffer_bytes,
     transport: mesh ?? noPeers,
     ...(mesh && c.forward_writes ? {
       forward: async (leader: string, bytes: Uint8Array, timeoutMs: number) => {
@@ -164,21 +167,22 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   // document names the address really bound (port 0 picks one). The plane is attached
   // in the same turn as the bind completes, before the event loop can accept a
   // connection; the document is prepared once and sent as it is on every request.
-  const agentServer = await listen(createServer(tlsOptions), c.agent_port, c.host);
+  const agentServer = await listen(limitedServer(tlsOptions, c.http), c.agent_port, c.host);
   const agentUrl = url(agentServer);
   agentServer.on('request', agentApp({
     node, attestor, log, metrics,
+    rateLimit: new RateLimiter({ ratePerSecond: c.rate_limit.agent_intents_per_second, burst: c.rate_limit.agent_burst, keysMax: c.rate_limit.agents_max, now: () => performance.now() }),
     bodyBytesMax: c.limits.body_bytes_max,
     entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), agentUrl),
   }));
   const feeds = new Feeds({
-    applied: () => replica.appliedIndex,
+    applied: () => replica.journalIndex,
     journal: (from) => replica.store.journal(from),
     onApplied: (listener) => replica.onApplied(listener),
   }, { consumersMax: c.feed.consumers_max, heartbeatIntervalMs: c.feed.heartbeat_interval_ms, pageRecordsMax: c.feed.page_records_max, lagMsMax: c.feed.lag_ms_max }, log, metrics);
   const adminTls = c.admin_client_certs ? { ...tlsOptions, ca: readFileSync(tls.ca), requestCert: true, rejectUnauthorized: true } : tlsOptions;
-  const adminServer = await listen(createServer(adminTls), c.admin_port, c.host);
+  const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host);
   const adminUrl = url(adminServer);
   adminServer.on('request', adminApp({
     node: {
@@ -267,9 +271,13 @@ function answerParseErrors(server: Server): void {
       socket.destroy();
       return;
     }
-    const body = JSON.stringify({ error: 'malformed_request', message: 'The request could not be read as HTTP.' });
+    // A request not all in by http.headers_timeout_ms or http.request_timeout_ms (listener.ts).
+    const late = (err as { code?: string }).code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    const body = JSON.stringify(late
+      ? { error: 'request_timeout', message: 'The request was not all received in time; the connection is closed.' }
+      : { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
     const head = (starts.get(socket as Socket) ?? err.rawPacket?.subarray(0, 5).toString('latin1')) === 'HEAD ';
-    socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
+    socket.end(`HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
   });
 }
 

@@ -20,6 +20,7 @@ type Json = Record<string, unknown>;
 /** The configuration a node has unless told otherwise: its limits and its development addresses. */
 const DEFAULTS = ConfigSchema.parse({});
 const LIMIT_DEFAULTS = DEFAULTS.limits;
+const RATE_DEFAULTS = DEFAULTS.rate_limit;
 
 /** The address of each plane of a development node with the default configuration (`npm start`). */
 export const DEFAULT_SERVER_URLS = {
@@ -79,9 +80,10 @@ function components(inputs: Schemas, outputs: Schemas): Json {
 /**
  * Every route: a request Node's HTTP parser cannot read (a bad request line, headers
  * over the limit) is answered 400 before any route sees it (node.ts), and so is a
- * path whose percent-encoding is broken (http.ts).
+ * path whose percent-encoding is broken (http.ts); one not all in within the
+ * listener's timeouts is answered 408 and its connection closed (listener.ts).
  */
-const UNREADABLE: ErrorCode[] = ['malformed_request'];
+const UNREADABLE: ErrorCode[] = ['malformed_request', 'request_timeout'];
 /** A JSON body (http.ts jsonBody): not JSON, not application/json, or over limits.body_bytes_max. */
 const BODY: ErrorCode[] = ['malformed_request', 'payload_too_large'];
 /**
@@ -116,6 +118,13 @@ function errors(...sources: ErrorCode[][]): Json {
     description: cs.map((c) => `\`${c}\``).join(', '),
     content: { 'application/json': { schema: { allOf: [ref('Error'), { properties: { error: { enum: cs } } }] } } },
   }]));
+}
+
+/** The 429 of a rate-limited route says when to come back. */
+function retryAfter(responses: Json): Json {
+  const tooMany = responses['429'] as Json | undefined;
+  if (tooMany === undefined) return responses;
+  return { ...responses, 429: { ...tooMany, headers: { 'Retry-After': { description: 'Seconds to wait before this agent sends again.', schema: { type: 'integer', minimum: 1 } } } } };
 }
 
 const json = (name: string, description: string) => ({ description, content: { 'application/json': { schema: ref(name) } } });
@@ -155,7 +164,9 @@ export function agentDocument(): Json {
             + 'so this route declares no security scheme, and a missing attestation is 401 unknown_agent like a missing header on a read. '
             + `Limits of one node: a body above limits.body_bytes_max (default ${LIMIT_DEFAULTS.body_bytes_max} bytes) is refused with 413 payload_too_large; `
             + `more entries than limits.entries_per_intent_max (default ${LIMIT_DEFAULTS.entries_per_intent_max}, at most ${LIMITS.entriesCountMax}) with 400 malformed_request; `
-            + `at most ${LIMITS.evidenceCountMax} evidence digests. Both refusals record nothing.`,
+            + `at most ${LIMITS.evidenceCountMax} evidence digests. Both refusals record nothing. `
+            + `One agent may send rate_limit.agent_intents_per_second intents a second (default ${RATE_DEFAULTS.agent_intents_per_second}, bursts of `
+            + `${RATE_DEFAULTS.agent_burst}); beyond that 429 rate_limited with Retry-After, and nothing is recorded.`,
           ...PUBLIC,
           requestBody: body('IntentEnvelope'),
           responses: {
@@ -164,8 +175,8 @@ export function agentDocument(): Json {
               headers: { 'Idempotent-Replayed': { description: 'true when the outcome is a replay.', schema: { type: 'string', enum: ['true'] } } },
             },
             // gateway.ts submitIntent, then the commit point (core intent.ts applyIntent) for what changed since.
-            ...errors(BODY, ['invalid_agent_uri', 'unknown_agent', 'attestation', 'capability_mapping', 'stale_policy', 'no_active_policy',
-              'policy_pin_mismatch', 'multi_currency_mandate_charge', 'substrate_rejected'], PROPOSAL),
+            ...retryAfter(errors(BODY, ['invalid_agent_uri', 'unknown_agent', 'attestation', 'rate_limited', 'capability_mapping', 'stale_policy', 'no_active_policy',
+              'policy_pin_mismatch', 'multi_currency_mandate_charge', 'substrate_rejected'], PROPOSAL)),
           },
         },
       },

@@ -39,6 +39,11 @@ export class Queries {
     return this.store.get<TransactionRecord>(TABLES.transaction.prefix + scoped(party, id));
   }
 
+  /** A recorded transaction if the store's cache holds it (no disk read); see LedgerStore.cached. */
+  cachedTransaction(party: string, id: string): TransactionRecord | null | undefined {
+    return this.store.cached<TransactionRecord>(TABLES.transaction.prefix + scoped(party, id));
+  }
+
   account(id: string): Promise<Account | undefined> {
     return this.store.get<Account>(TABLES.account.prefix + id);
   }

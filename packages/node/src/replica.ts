@@ -29,7 +29,7 @@ import { decodeOperation, encodeOperation, type Applied, type Operation } from '
 import { checkStart, isEmptyBoot, LevelLogStore, RawNode, seededRandom, type Boot, type ClusterState, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
 import { ConfigError } from './config.js';
 import { ApiError } from './errors.js';
-import { applyBatch } from './apply-batch.js';
+import { startBatch } from './apply-batch.js';
 import { LedgerStore, type SnapshotChunk, type WrapDb } from './ledger-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -54,6 +54,7 @@ export interface ReplicaOptions {
   /** entries kept before the applied index when the log is compacted. */
   snapshotCatchupEntries: number;
   cacheEntriesMax: number;
+  writeBufferBytes: number;
   transport: Transport;
   /** forwards an operation's bytes to the primary; absent on a standalone node or with forward_writes off. */
   forward?: (leader: NodeId, operation: Uint8Array, timeoutMs: number) => Promise<{ index: number; term: number }>;
@@ -116,6 +117,8 @@ export class Replica {
   private received: { name: string; index: number } | null = null;
   /** the term the waiters were registered in; a new term rejects the older ones. */
   private term = 0;
+  /** the applied index whose batch has landed in the store (the journal holds it). Invariant: landedIndex <= applied. */
+  private landedIndex: number;
   private readonly reads = new Map<string, ReadWaiter>();
   /** appliedListeners are told of each applied batch (the change feed follows them). */
   private readonly appliedListeners = new Set<() => void>();
@@ -137,12 +140,13 @@ export class Replica {
     snapshotIndex: number,
   ) {
     this.snapshotIndex = snapshotIndex;
+    this.landedIndex = store.position.applied;
   }
 
   static async open(opts: ReplicaOptions): Promise<Replica> {
     mkdirSync(opts.dataDir, { recursive: true });
     const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
-    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
+    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const loaded = await log.load();
     const configured = { clusterId: opts.clusterId, nodeId: opts.id, members: opts.peers };
     const check = checkStart({ stored: await log.identity(), configured, clusterState: opts.clusterState, empty: isEmptyBoot(loaded) && store.position.applied === 0 });
@@ -378,6 +382,7 @@ export class Replica {
     this.closed = true;
     this.stopClocks();
     while (this.pumping) await new Promise((r) => setTimeout(r, 5));
+    await this.store.landed();
     this.failAll('The node shut down before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.');
     await this.log.close();
     await this.store.close();
@@ -407,9 +412,15 @@ export class Replica {
     while (this.raft.hasReady() && !this.failed) {
       const rd = this.raft.ready();
       if (rd.snapshot) await this.swapInStore(rd.snapshot.meta.index);
-      await this.persist(rd);
+      // Committed entries that earlier Readies persisted are durable already: their
+      // reads and their apply overlap this Ready's write. One this Ready writes waits for it.
+      const persisting = this.persist(rd);
+      const firstNew = rd.entries[0]?.index ?? Infinity;
+      const applying = this.applyEntries(rd.committedEntries, rd.committedEntries.some((e) => e.index >= firstNew) ? persisting : undefined);
+      applying.catch(() => undefined); // a failure is thrown by the await below, after the write's own
+      await persisting;
       this.opts.transport.send(rd.messages);
-      await this.applyEntries(rd.committedEntries);
+      await applying;
       for (const rs of rd.readStates) this.onReadState(rs.index, Buffer.from(rs.context).toString());
       this.raft.advance(rd);
       this.serveReads();
@@ -436,6 +447,7 @@ export class Replica {
       w.reject(new ApiError('commit_unavailable', UNCONFIRMED));
     }
     this.recent.clear();
+    this.landedIndex = applied;
     this.snapshotIndex = Math.max(this.snapshotIndex, index);
     this.opts.log.info({ event: 'snapshot_installed', index, applied }, 'state store installed from the primary');
   }
@@ -450,25 +462,32 @@ export class Replica {
     }
   }
 
-  /** Applies committed entries over one view of the store, writes the view, then answers. */
-  private async applyEntries(entries: Entry[]): Promise<void> {
+  /**
+   * Applies committed entries over one view of the store (once `durable` settles) and
+   * hands the view to the store; the waiting requests are answered when it has landed,
+   * while the next Ready goes on.
+   */
+  private async applyEntries(entries: Entry[], durable?: Promise<void>): Promise<void> {
     const fresh = entries.filter((e) => e.index > this.store.position.applied);
     const batch = fresh.map((e) => ({ index: e.index, term: e.term, op: this.decode(e) }));
-    const results = await applyBatch(this.store, batch);
+    const { results, landed } = await startBatch(this.store, batch, durable);
     results.forEach((a, k) => {
       if (a === null) return;
       this.opts.metrics.entriesApplied.inc();
       if (batch[k]!.op!.op.type === 'SubmitIntent') this.opts.metrics.intents.inc({ outcome: outcomeLabel(a) });
     });
     if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
-    fresh.forEach((e, k) => {
-      this.remember(e, results[k] ?? null);
-      this.settle(e, results[k] ?? null);
-    });
-    if (fresh.length > 0) for (const l of this.appliedListeners) l();
+    fresh.forEach((e, k) => this.remember(e, results[k] ?? null));
+    landed.then(() => {
+      fresh.forEach((e, k) => this.settle(e, results[k] ?? null));
+      if (fresh.length > 0) {
+        this.landedIndex = fresh[fresh.length - 1]!.index;
+        for (const l of this.appliedListeners) l();
+      }
+    }, (err: Error) => this.fail(err));
   }
 
-  /** Calls `listener` after each batch of entries is applied and written; returns the unsubscribe. */
+  /** Calls `listener` after each batch of entries is applied and has landed in the store; returns the unsubscribe. */
   onApplied(listener: () => void): () => void {
     this.appliedListeners.add(listener);
     return () => this.appliedListeners.delete(listener);
@@ -596,6 +615,11 @@ export class Replica {
       r.reject(new ApiError('commit_unavailable', 'The read could not be confirmed here; read from another replica.'));
     }
     this.reads.clear();
+  }
+
+  /** The index up to which the journal on disk holds what was applied (the change feed reads up to it). */
+  get journalIndex(): number {
+    return this.landedIndex;
   }
 
   /** The index of the last committed entry applied here (no-ops included). */

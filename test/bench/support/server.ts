@@ -4,6 +4,7 @@
  * another Node.js binary or with a CPU profile. Its memory is read from outside
  * (/proc) and from its own metrics, never from inside the load generator.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,10 @@ export interface BenchServer {
   admin: AdminCall;
   /** resident set size of the server process, in bytes. */
   rss(): number;
+  /** CPU time the server process has used (all its threads, user and system), in seconds. */
+  cpuSeconds(): number;
+  /** CPU time of the server's JavaScript thread alone, in seconds: the part no other core can take. */
+  mainThreadCpuSeconds(): number;
   /** the server's own gauges: V8 heap used, in bytes. */
   heapUsed(): Promise<number>;
   /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
@@ -52,6 +57,8 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
   return {
     proc, dataDir, ca, admin,
     rss: () => residentBytes(proc.pid),
+    cpuSeconds: () => cpuSeconds(proc.pid),
+    mainThreadCpuSeconds: () => cpuSeconds(proc.pid, proc.pid),
     heapUsed: async () => {
       const r = await client.request('GET', '/metrics', { token: TOKENS.operator });
       const m = /^nodejs_heap_size_used_bytes (\d+(\.\d+)?(e\+\d+)?)/m.exec(r.text);
@@ -68,6 +75,20 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
 export function residentBytes(pid: number): number {
   const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : NaN;
+}
+
+/** Clock ticks per second, the unit of the CPU times in /proc/<pid>/stat. */
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/**
+ * User and system CPU time of a process, all threads, in seconds (fields 14 and 15 of
+ * /proc/<pid>/stat); or of one of its threads (the main thread's id is the pid).
+ */
+export function cpuSeconds(pid: number, thread?: number): number {
+  const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
+  // The command name (field 2) may hold spaces; the fields after it are split from its closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
 /** The newest CPU profile a server wrote into `dir`. */

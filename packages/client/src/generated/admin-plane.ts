@@ -483,7 +483,7 @@ export type components = {
         /** @description Every error: a code, a plain English message, and the extra fields of its code. */
         Error: {
             /** @enum {string} */
-            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "payload_too_large" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
+            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "request_timeout" | "payload_too_large" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
             message: string;
         } & {
             [key: string]: unknown;
@@ -583,6 +583,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
         };
     };
     openAccount: {
@@ -652,6 +664,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_party";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -786,6 +810,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -884,6 +920,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -992,6 +1040,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_party";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1126,6 +1186,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1218,6 +1290,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
         };
     };
     transferLeadership: {
@@ -1284,6 +1368,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1386,6 +1482,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `feed_unavailable` */
             503: {
                 headers: {
@@ -1451,6 +1559,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1543,6 +1663,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1647,6 +1779,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1740,6 +1884,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1869,6 +2025,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1962,6 +2130,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2096,6 +2276,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -2204,6 +2396,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_policy";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2342,6 +2546,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `invalid_transition` */
             409: {
                 headers: {
@@ -2477,6 +2693,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `payload_too_large` */
             413: {
                 headers: {
@@ -2597,6 +2825,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_policy";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2725,6 +2965,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -2818,6 +3070,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -2952,6 +3216,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -3057,6 +3333,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_party";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -3191,6 +3479,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -3254,6 +3554,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "malformed_request";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };

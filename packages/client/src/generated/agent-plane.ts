@@ -47,7 +47,7 @@ export type paths = {
         put?: never;
         /**
          * Submit an intent: judged at the commit point, posted or recorded as a refusal.
-         * @description The attestation travels in the envelope's attestation field, as the specification has it, not in an Authorization header; so this route declares no security scheme, and a missing attestation is 401 unknown_agent like a missing header on a read. Limits of one node: a body above limits.body_bytes_max (default 65536 bytes) is refused with 413 payload_too_large; more entries than limits.entries_per_intent_max (default 64, at most 256) with 400 malformed_request; at most 64 evidence digests. Both refusals record nothing.
+         * @description The attestation travels in the envelope's attestation field, as the specification has it, not in an Authorization header; so this route declares no security scheme, and a missing attestation is 401 unknown_agent like a missing header on a read. Limits of one node: a body above limits.body_bytes_max (default 65536 bytes) is refused with 413 payload_too_large; more entries than limits.entries_per_intent_max (default 64, at most 256) with 400 malformed_request; at most 64 evidence digests. Both refusals record nothing. One agent may send rate_limit.agent_intents_per_second intents a second (default 500, bursts of 1000); beyond that 429 rate_limited with Retry-After, and nothing is recorded.
          */
         post: operations["submitIntent"];
         delete?: never;
@@ -178,7 +178,7 @@ export type components = {
         /** @description Every error: a code, a plain English message, and the extra fields of its code. */
         Error: {
             /** @enum {string} */
-            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "payload_too_large" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
+            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "request_timeout" | "payload_too_large" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
             message: string;
         } & {
             [key: string]: unknown;
@@ -437,6 +437,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
         };
     };
     getAccountBalance: {
@@ -508,6 +520,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_account";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -609,6 +633,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `stale_policy`, `no_active_policy`, `policy_pin_mismatch` */
             409: {
                 headers: {
@@ -654,6 +690,20 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error";
+                    };
+                };
+            };
+            /** @description `rate_limited` */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before this agent sends again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "rate_limited";
                     };
                 };
             };
@@ -731,6 +781,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "attestation";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -841,6 +903,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -948,6 +1022,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "unknown_transaction";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };
@@ -1064,6 +1150,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1130,6 +1228,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
         };
     };
     ready: {
@@ -1157,6 +1267,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "malformed_request";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
                     };
                 };
             };

@@ -1,0 +1,77 @@
+// Proves the per-agent token bucket: a burst is allowed at once, then the sustained
+// rate; a refusal says how many whole seconds to wait; keys do not share tokens; and
+// the buckets stay within their bound, dropping full ones before active ones.
+import t from 'tap';
+import { RateLimiter } from './rate-limit.js';
+
+function limiter(over: Partial<{ ratePerSecond: number; burst: number; keysMax: number }> = {}) {
+  let now = 0;
+  const l = new RateLimiter({ ratePerSecond: 10, burst: 5, keysMax: 100, ...over, now: () => now });
+  return { l, step: (ms: number) => { now += ms; } };
+}
+
+t.test('a burst goes through at once, the next request waits for a token', async (t) => {
+  const { l, step } = limiter();
+  t.same(Array.from({ length: 5 }, () => l.take('a')), [0, 0, 0, 0, 0], 'five at once');
+  t.equal(l.take('a'), 1, 'the sixth is told to wait a second (the header counts whole seconds)');
+  step(100);
+  t.equal(l.take('a'), 0, 'after 100 ms at 10/s one token is back');
+  t.equal(l.take('a'), 1);
+});
+
+t.test('the sustained rate is the configured one', async (t) => {
+  const { l, step } = limiter({ ratePerSecond: 50, burst: 1 });
+  let allowed = 0;
+  for (let ms = 0; ms < 10_000; ms += 5) {
+    step(5);
+    if (l.take('a') === 0) allowed++;
+  }
+  t.ok(allowed >= 499 && allowed <= 501, `${allowed} requests allowed in 10 s at 50/s`);
+});
+
+t.test('the wait grows with the deficit at a slow rate', async (t) => {
+  const { l } = limiter({ ratePerSecond: 0.25, burst: 1 });
+  t.equal(l.take('a'), 0);
+  t.equal(l.take('a'), 4, 'one token takes four seconds at 0.25/s');
+});
+
+t.test('wait says what take would answer, without taking a token', async (t) => {
+  const { l, step } = limiter({ burst: 1, ratePerSecond: 1 });
+  t.equal(l.wait('a'), 0, 'an unknown agent need not wait');
+  t.equal(l.take('a'), 0);
+  t.equal(l.wait('a'), 1);
+  t.equal(l.wait('a'), 1, 'waiting took nothing');
+  step(1000);
+  t.equal(l.wait('a'), 0);
+  t.equal(l.take('a'), 0, 'the token was still there');
+});
+
+t.test('agents do not share a bucket', async (t) => {
+  const { l } = limiter({ burst: 2 });
+  l.take('a');
+  l.take('a');
+  t.equal(l.take('a'), 1, 'a is out of tokens');
+  t.equal(l.take('b'), 0, 'b still has its own');
+});
+
+t.test('the buckets are bounded: full ones go first, then the least recently used', async (t) => {
+  const { l, step } = limiter({ keysMax: 3, burst: 2, ratePerSecond: 1 });
+  l.take('a');
+  l.take('a');
+  l.take('b');
+  l.take('c');
+  step(1000);
+  // a is still short a token (it refills at 1/s from 0), b and c are full again.
+  l.take('d');
+  t.equal(l.size, 2, 'the full buckets b and c were dropped for d');
+  t.equal(l.take('a'), 0, 'a kept its state: one token came back');
+  t.equal(l.take('a'), 1, 'and only one');
+  l.take('e');
+  l.take('f');
+  t.ok(l.size <= 3, `never more than keysMax buckets (${l.size})`);
+});
+
+t.test('nonsense limits are refused', async (t) => {
+  t.throws(() => new RateLimiter({ ratePerSecond: 0, burst: 1, keysMax: 1, now: () => 0 }));
+  t.throws(() => new RateLimiter({ ratePerSecond: 1, burst: 0, keysMax: 1, now: () => 0 }));
+});
