@@ -98,6 +98,8 @@ type Event =
   | { kind: 'readAt'; id: NodeId; gen: number }
   | { kind: 'saved'; id: NodeId; gen: number }
   | { kind: 'client' }
+  | { kind: 'reader' }
+  | { kind: 'stale'; id: NodeId; gen: number; term: number }
   | { kind: 'fault' }
   | { kind: 'restart'; id: NodeId; gen: number }
   | { kind: 'heal' }
@@ -275,6 +277,7 @@ class Simulation {
     try {
       for (const s of this.slots.values()) this.start(s);
       this.schedule(this.rng.int(1, 30), { kind: 'client' });
+      this.schedule(this.rng.int(1, 30), { kind: 'reader' });
       if (this.opts.faults ?? true) this.schedule(this.faultRng.int(...this.knobs.faultGap), { kind: 'fault' });
       this.schedule(this.faultEnd, { kind: 'heal' });
       this.loop();
@@ -338,6 +341,10 @@ class Simulation {
         return this.onSaved(ev.id, ev.gen);
       case 'client':
         return this.onClient();
+      case 'reader':
+        return this.onReader();
+      case 'stale':
+        return this.onStale(ev.id, ev.gen, ev.term);
       case 'fault':
         return this.onFault();
       case 'restart':
@@ -778,7 +785,11 @@ class Simulation {
     if (up.length === 0) return;
     // Most often the leader: it resumes believing it still leads, the deposed leader reads must not trust.
     const s = this.faultRng.chance(0.8) ? this.slot(this.someLeader() ?? this.faultRng.pick(up).id) : this.faultRng.pick(up);
-    if (s.node === null) return;
+    if (s.node === null || s.pausedUntil > this.now) return;
+    this.pause(s);
+  }
+
+  private pause(s: Slot): void {
     const ticks = this.faultRng.int(2 * this.knobs.electionTicks, 5 * this.knobs.electionTicks);
     s.pausedUntil = this.now + ticks * TICK;
     this.counts.pauses++;
@@ -810,8 +821,33 @@ class Simulation {
    * sent part of its log. Leaders that vanish mid-replication are what Figure 8 is made of.
    */
   private onNewLeader(id: NodeId): void {
-    if (this.phase !== 'faults' || !(this.opts.faults ?? true) || !this.faultRng.chance(this.knobs.leaderCutRate)) return;
+    if (this.phase !== 'faults' || !(this.opts.faults ?? true)) return;
+    const s = this.slot(id);
+    // Sometimes the new leader is stopped once it serves: the stale leader of the pause fault.
+    if (this.faultRng.chance(0.6)) this.schedule(this.now + this.faultRng.int(2 * TICK, 8 * TICK), { kind: 'stale', id, gen: s.gen, term: s.node?.raft.term ?? 0 });
+    if (!this.faultRng.chance(this.knobs.leaderCutRate)) return;
     this.schedule(this.now + this.faultRng.int(1, 60), { kind: 'cut', id });
+  }
+
+  /** Pauses a leader that still serves the term it won (see pauseOne). */
+  private onStale(id: NodeId, gen: number, term: number): void {
+    const s = this.slot(id);
+    if (this.phase !== 'faults' || s.gen !== gen || s.node?.raft.role !== 'leader' || s.node.raft.term !== term || s.pausedUntil > this.now) return;
+    this.pause(s);
+  }
+
+  /**
+   * A second client that only reads, at every node that believes it leads: a deposed
+   * leader that has not heard of its successor is where a read may go back in time.
+   */
+  private onReader(): void {
+    if (this.phase !== 'faults') return;
+    this.schedule(this.now + this.clientRng.int(3, 30), { kind: 'reader' });
+    for (const s of this.slots.values()) {
+      if (s.node?.raft.role !== 'leader' || s.pausedUntil > this.now) continue;
+      this.read(s);
+      this.pump(s);
+    }
   }
 
   private onCut(id: NodeId): void {
