@@ -6,6 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Level } from 'level';
 import t from 'tap';
 import { LevelLogStore, entryKey } from './level-store.js';
 import { RawNode } from './rawnode.js';
@@ -24,7 +25,7 @@ function batch(over: Partial<SaveBatch>): SaveBatch {
 }
 
 function snapshot(index: number, term: number, data = `state@${index}`): Snapshot {
-  return { meta: { index, term, members: ['a', 'b', 'c'] }, data: bytes(data) };
+  return { meta: { index, term, conf: { voters: ['a', 'b', 'c'], learners: [], context: {} } }, data: bytes(data) };
 }
 
 const hs = (term: number, vote: string | null, commit: number): HardState => ({ term, vote, commit });
@@ -64,6 +65,15 @@ for (const [name, open] of stores) {
     t.same(b.hardState, hs(2, 'b', 2));
   });
 
+  t.test(`${name}: a conf entry keeps its type and a normal one stays untyped`, async (t) => {
+    const s = await open(t);
+    const conf = { index: 2, term: 1, data: bytes('{"change":{}}'), type: 'conf' as const };
+    await s.save(batch({ hardState: hs(1, 'a', 0), entries: [...ents([1]), conf, ...ents([1], 3)] }));
+    const b = await s.load();
+    t.same(b.entries.map((e) => e.type ?? 'normal'), ['normal', 'conf', 'normal']);
+    t.same(b.entries.map((e) => e.term), [1, 1, 1], 'the type does not leak into the term');
+  });
+
   t.test(`${name}: entries that would leave a gap are refused`, async (t) => {
     const s = await open(t);
     await s.save(batch({ entries: ents([1]) }));
@@ -75,7 +85,7 @@ for (const [name, open] of stores) {
     await s.save(batch({ hardState: hs(1, 'a', 3), entries: ents([1, 1, 1, 1]) }));
     await s.save(batch({ hardState: hs(3, null, 10), snapshot: snapshot(10, 3), entries: ents([3, 3], 11) }));
     const b = await s.load();
-    t.same(b.snapshot?.meta, { index: 10, term: 3, members: ['a', 'b', 'c'] });
+    t.same(b.snapshot?.meta, { index: 10, term: 3, conf: { voters: ['a', 'b', 'c'], learners: [], context: {} } });
     t.equal(text(b.snapshot?.data ?? new Uint8Array()), 'state@10');
     t.same(b.entries.map((e) => e.index), [11, 12]);
     t.same(b.hardState, hs(3, null, 10));
@@ -132,6 +142,17 @@ t.test('LevelLogStore: everything survives close and reopen', async (t) => {
   // The bounds were reread: a conflicting write after reopening still truncates.
   await s.save(batch({ entries: ents([5], 5) }));
   t.same((await s.load()).entries.map((e) => [e.index, e.term]), [[4, 4], [5, 5]]);
+  await s.close();
+});
+
+t.test('LevelLogStore: a snapshot written before membership changes loads its members as the voters', async (t) => {
+  const dir = await tempDir(t);
+  const raw = new Level<Uint8Array, Uint8Array>(dir, { keyEncoding: 'view', valueEncoding: 'view' });
+  await raw.put(Uint8Array.of(0x6d), bytes(JSON.stringify({ index: 3, term: 2, members: ['n2', 'n1', 'n3'] })));
+  await raw.put(Uint8Array.of(0x73), bytes('state@3'));
+  await raw.close();
+  const s = await LevelLogStore.open(dir);
+  t.same((await s.load()).snapshot?.meta, { index: 3, term: 2, conf: { voters: ['n1', 'n2', 'n3'], learners: [], context: {} } });
   await s.close();
 });
 

@@ -3,9 +3,11 @@
 //
 // Layout (keys are bytes; LevelDB sorts them bytewise):
 //   'h'                      hard state, JSON {term, vote, commit}
-//   'm'                      snapshot meta, JSON {index, term, members}
+//   'm'                      snapshot meta, JSON {index, term, conf}
 //   's'                      snapshot data
-//   'e' + u64 big-endian     entry at that index: u64 big-endian term, then the data
+//   'e' + u64 big-endian     entry at that index: u64 big-endian term, then the data. A
+//                            term is below 2^53, so the u64's top byte is always zero in
+//                            a term: it holds the entry type (0 normal, 1 conf).
 //   'i'                      the member's identity, JSON {clusterId, nodeId, members}
 // Fixed-width big-endian index keys sort in index order, so a range scan reads the log
 // in order and the first and last keys are the log's bounds.
@@ -15,8 +17,9 @@
 import { Level } from 'level';
 import { EMPTY_HARD_STATE } from './entry.js';
 import type { Identity } from './identity.js';
+import { confState } from './membership.js';
 import type { LogStore, SaveBatch } from './storage.js';
-import type { Boot, Entry, HardState, NodeId, Snapshot, SnapshotMeta } from './types.js';
+import type { Boot, Entry, HardState, Snapshot, SnapshotMeta } from './types.js';
 
 type Bytes = Uint8Array;
 type Op = { type: 'put'; key: Bytes; value: Bytes } | { type: 'del'; key: Bytes };
@@ -177,15 +180,24 @@ function keyIndex(key: Bytes): number {
 function encodeEntry(e: Entry): Bytes {
   const out = new Uint8Array(8 + e.data.length);
   new DataView(out.buffer).setBigUint64(0, BigInt(e.term));
+  if (e.type === 'conf') out[0] = ENTRY_TYPE_CONF;
   out.set(e.data, 8);
   return out;
 }
 
 function decodeEntry(key: Bytes, value: Bytes): Entry {
   if (key.length !== 9 || value.length < 8) throw new LogStoreCorruptError('malformed entry record');
-  const term = Number(new DataView(value.buffer, value.byteOffset, value.byteLength).getBigUint64(0));
-  return { index: keyIndex(key), term, data: copy(value.subarray(8)) };
+  const type = value[0];
+  if (type !== 0 && type !== ENTRY_TYPE_CONF) throw new LogStoreCorruptError(`unknown entry type ${String(type)}`);
+  const view = new DataView(value.buffer, value.byteOffset, value.byteLength);
+  const term = Number(view.getBigUint64(0) & TERM_MASK);
+  const e: Entry = { index: keyIndex(key), term, data: copy(value.subarray(8)) };
+  if (type === ENTRY_TYPE_CONF) e.type = 'conf';
+  return e;
 }
+
+const ENTRY_TYPE_CONF = 1;
+const TERM_MASK = (1n << 56n) - 1n;
 
 function encodeJson(v: HardState | SnapshotMeta): Bytes {
   return new TextEncoder().encode(JSON.stringify(v));
@@ -200,11 +212,15 @@ function decodeHardState(b: Bytes): HardState {
 }
 
 function decodeMeta(b: Bytes): SnapshotMeta {
-  const v = parseJson(b) as Partial<SnapshotMeta>;
-  if (!isIndex(v.index) || !isIndex(v.term) || !Array.isArray(v.members)) {
+  const v = parseJson(b) as Partial<SnapshotMeta> & { members?: unknown };
+  if (!isIndex(v.index) || !isIndex(v.term)) throw new LogStoreCorruptError('malformed snapshot meta');
+  // A store written before membership changes holds the voters as `members`.
+  if (v.conf === undefined && Array.isArray(v.members)) return { index: v.index, term: v.term, conf: confState(v.members.map(String)) };
+  const c = v.conf;
+  if (typeof c !== 'object' || c === null || !Array.isArray(c.voters) || !Array.isArray(c.learners) || typeof c.context !== 'object') {
     throw new LogStoreCorruptError('malformed snapshot meta');
   }
-  return { index: v.index, term: v.term, members: v.members.map((m: NodeId) => String(m)) };
+  return { index: v.index, term: v.term, conf: confState(c.voters.map(String), c.learners.map(String), c.context) };
 }
 
 function parseJson(b: Bytes): unknown {

@@ -11,7 +11,7 @@
 //   persisted <= handed <= lastIndex: entries (handed, lastIndex] are not yet in any Ready
 import { assert } from './assert.js';
 import { limitBytes } from './entry.js';
-import type { Entry, NodeId, Snapshot } from './types.js';
+import type { ConfState, Entry, Snapshot } from './types.js';
 
 export class RaftLog {
   /** snapshot is the latest snapshot, or null when nothing was ever compacted. */
@@ -224,10 +224,10 @@ export class RaftLog {
    * entries it covers. Invariant: offset < index <= applied, so all discarded entries are
    * durable and applied.
    */
-  compact(index: number, data: Uint8Array, members: NodeId[]): Snapshot {
+  compact(index: number, data: Uint8Array, conf: ConfState): Snapshot {
     assert(index > this.offset && index <= this.applied, `compact index ${index} within (${this.offset}, ${this.applied}]`);
     const term = this.term(index) as number;
-    const snapshot: Snapshot = { meta: { index, term, members: members.slice() }, data };
+    const snapshot: Snapshot = { meta: { index, term, conf }, data };
     this.entries = this.entries.slice(index - this.offset);
     this.snapshot = snapshot;
     this.offset = index;

@@ -7,10 +7,13 @@
 import { assert } from './assert.js';
 import { bytesEqual, entryBytes } from './entry.js';
 import { RaftLog } from './log.js';
+import { ConfLog, applyChange, confState, encodeConfEntry, isMember, isVoter, members } from './membership.js';
 import { Progress } from './progress.js';
 import { ReadOnly, decodeSeq, encodeSeq } from './read-only.js';
 import type {
   Boot,
+  ConfChange,
+  ConfState,
   Config,
   Entry,
   HardState,
@@ -38,9 +41,8 @@ type Outgoing = Partial<Message> & { type: MessageType; to: NodeId };
 
 export class Raft {
   readonly id: NodeId;
-  readonly peers: readonly NodeId[];
-  /** quorum is the size of a majority of `peers`. */
-  readonly quorum: number;
+  /** confs is the configuration as a function of the log; the one in force is confs.current(). */
+  readonly confs: ConfLog;
   readonly cfg: Readonly<Config> & { maxInflightBytes: number; maxCommittedSizePerReady: number; maxPendingReads: number };
 
   term = 0;
@@ -68,6 +70,13 @@ export class Raft {
   /** leadTransferee is the member the leader is handing over to, or null. */
   leadTransferee: NodeId | null = null;
 
+  /**
+   * retiring maps a member the leader removed to the index of its removal. The leader
+   * keeps replicating to it, outside every quorum, until the removal has been committed
+   * for an election timeout, so that the member learns it was removed.
+   */
+  private readonly retiring = new Map<NodeId, { index: number; committedTicks: number }>();
+
   /** reads that arrived before this leader committed an entry of its own term. */
   private pendingReads: { from: NodeId; context: Uint8Array }[] = [];
   private readonly readOnly = new ReadOnly();
@@ -82,12 +91,9 @@ export class Raft {
       maxPendingReads: config.maxPendingReads ?? 4096,
     };
     this.id = config.id;
-    this.peers = config.peers.slice().sort();
-    this.quorum = Math.floor(this.peers.length / 2) + 1;
-    if (boot.snapshot !== null && !sameMembers(boot.snapshot.meta.members, this.peers)) {
-      throw new RangeError(`raft: the stored snapshot's members [${boot.snapshot.meta.members}] differ from peers [${this.peers}]`);
-    }
     this.log = RaftLog.boot(boot.snapshot, boot.entries, boot.hardState.commit);
+    this.confs = new ConfLog(boot.snapshot?.meta.conf ?? confState(config.peers, [], config.context ?? {}));
+    this.confs.track(boot.entries, () => true);
     const applied = config.applied ?? this.log.offset;
     if (applied < this.log.offset || applied > this.log.lastIndex()) {
       throw new RangeError(`raft: applied ${applied} must be within the stored log [${this.log.offset}, ${this.log.lastIndex()}]`);
@@ -98,6 +104,20 @@ export class Raft {
     this.log.applied = applied;
     this.becomeFollower(boot.hardState.term, null);
     this.vote = boot.hardState.vote;
+  }
+
+  /** conf is the configuration in force: the latest in the log. */
+  get conf(): ConfState {
+    return this.confs.current();
+  }
+
+  /** quorum is the size of a majority of the voters. */
+  get quorum(): number {
+    return Math.floor(this.conf.voters.length / 2) + 1;
+  }
+
+  isVoter(id: NodeId): boolean {
+    return isVoter(this.conf, id);
   }
 
   hardState(): HardState {
@@ -117,7 +137,8 @@ export class Raft {
 
   /** hup starts an election now (with a pre-vote round when configured). */
   hup(): void {
-    if (this.role === 'leader') return;
+    // Only a voter campaigns: a learner, a removed member or one not yet added waits.
+    if (this.role === 'leader' || !this.isVoter(this.id)) return;
     this.campaign(this.cfg.preVote ? 'preElection' : 'election');
   }
 
@@ -143,6 +164,47 @@ export class Raft {
     return { ok: true, term: this.term, firstIndex: first, lastIndex: first + ents.length - 1 };
   }
 
+  /**
+   * proposeConfChange appends a membership change (membership.ts). It takes effect on
+   * every member as soon as the member appends it; the next change may be proposed once
+   * it is committed.
+   */
+  proposeConfChange(change: ConfChange): RaftResult<ProposeOk> {
+    if (this.role !== 'leader') return this.error('not_leader', 'this node is not the leader');
+    if (this.leadTransferee !== null) {
+      return this.error('transfer_in_progress', `leadership is being transferred to ${this.leadTransferee}`);
+    }
+    const refused = this.confChangeRefusal(change);
+    if (refused !== null) return this.error('conf_change_refused', refused);
+    const next = applyChange(this.conf, change);
+    if (typeof next === 'string') return this.error('conf_change_refused', next);
+    if (this.log.lastIndex() - this.log.committed + 1 > this.cfg.maxUncommittedEntries) {
+      return this.error('uncommitted_limit', `the limit of ${this.cfg.maxUncommittedEntries} uncommitted entries is reached`);
+    }
+    const index = this.log.lastIndex() + 1;
+    const entry: Entry = { index, term: this.term, data: encodeConfEntry({ change, conf: next }), type: 'conf' };
+    const before = this.conf;
+    this.log.append([entry]);
+    this.confs.track([entry], () => true);
+    this.onConfChanged(before, index);
+    this.bcastAppend();
+    return { ok: true, term: this.term, firstIndex: index, lastIndex: index };
+  }
+
+  /**
+   * confChangeRefusal says why the leader may not propose a change now, or null. It
+   * waits for an entry of its own term to commit: until then an uncommitted change of an
+   * earlier leader may still be in some logs, and a second change on top of it could
+   * join two disjoint majorities (the 2015 correction to the dissertation's §4.1). And
+   * one change at a time: the previous one must be committed. A hook, so a test can break it.
+   */
+  protected confChangeRefusal(change: ConfChange): string | null {
+    if (!this.committedEntryInCurrentTerm()) return 'the leader has not yet committed an entry of its term; retry shortly';
+    if (this.confs.lastIndex() > this.log.committed) return `the change at index ${this.confs.lastIndex()} is not committed yet; one change at a time`;
+    if (change.type === 'remove' && change.node === this.id) return `${this.id} leads: transfer leadership to another voter before removing it`;
+    return null;
+  }
+
   /** readIndex asks for a linearizable read (§6.4); the answer arrives as a ReadState. */
   readIndex(context: Uint8Array): RaftResult {
     if (this.role === 'leader') {
@@ -158,7 +220,7 @@ export class Raft {
   }
 
   transferLeadership(to: NodeId): RaftResult {
-    if (!this.peers.includes(to)) return this.error('unknown_peer', `${to} is not a member`);
+    if (!this.isVoter(to)) return this.error('unknown_peer', `${to} is not a voter`);
     if (this.role === 'leader') {
       this.transferTo(to);
       return { ok: true };
@@ -338,8 +400,10 @@ export class Raft {
     if (pr.state === 'replicate' && pr.inflights.full()) pr.inflights.freeFirstOne();
     if (pr.match < this.log.lastIndex()) this.sendAppend(m.from);
     const seq = decodeSeq(m.context);
-    if (seq === null) return;
-    for (const req of this.readOnly.ack(seq, m.from, this.quorum)) this.respondRead(req.from, req.index, req.context);
+    if (seq === null || !this.isVoter(m.from)) return;
+    const voters = this.conf.voters;
+    const confirmed = (acks: ReadonlySet<NodeId>) => voters.filter((v) => acks.has(v)).length >= this.quorum;
+    for (const req of this.readOnly.ack(seq, m.from, confirmed)) this.respondRead(req.from, req.index, req.context);
   }
 
   private stepCandidate(m: Message): void {
@@ -411,6 +475,9 @@ export class Raft {
     }
     const last = this.log.maybeAppend(m.index, m.logTerm, m.commit, m.entries);
     if (last !== null) {
+      // The entries may have replaced a suffix holding a change: the configuration is
+      // again the latest one the log holds.
+      if (m.entries.length > 0) this.confs.track(m.entries, (index, term) => this.log.matchTerm(index, term));
       this.send({ type: 'appResp', to: m.from, index: last });
       return;
     }
@@ -439,13 +506,14 @@ export class Raft {
       return;
     }
     this.log.restore(s);
+    this.confs.reset(s.meta.conf);
     this.send({ type: 'appResp', to: m.from, index: this.log.lastIndex() });
   }
 
   // ---------------------------------------------------------------- leader
 
   private bcastAppend(): void {
-    for (const p of this.peers) if (p !== this.id) this.sendAppend(p);
+    for (const p of this.prs.keys()) if (p !== this.id) this.sendAppend(p);
   }
 
   private sendAppend(to: NodeId): void {
@@ -482,9 +550,8 @@ export class Raft {
 
   protected bcastHeartbeat(): void {
     const seq = this.readOnly.lastSeq();
-    for (const p of this.peers) {
+    for (const [p, pr] of this.prs) {
       if (p === this.id) continue;
-      const pr = this.prs.get(p) as Progress;
       // Never tell a member to commit beyond what it is known to hold.
       const m: Outgoing = { type: 'heartbeat', to: p, commit: Math.min(pr.match, this.log.committed) };
       if (seq !== null) m.context = encodeSeq(seq);
@@ -504,9 +571,9 @@ export class Raft {
     return true;
   }
 
-  /** quorumMatch is the highest index that a quorum of members holds durably. */
+  /** quorumMatch is the highest index that a quorum of voters holds durably. */
   protected quorumMatch(): number {
-    const matches = this.peers.map((p) => (this.prs.get(p) as Progress).match).sort((a, b) => b - a);
+    const matches = this.conf.voters.map((p) => (this.prs.get(p) as Progress).match).sort((a, b) => b - a);
     return matches[this.quorum - 1] as number;
   }
 
@@ -529,6 +596,7 @@ export class Raft {
       for (const [id, pr] of this.prs) if (id !== this.id) pr.recentActive = false;
       // A transfer that did not finish within an election timeout is abandoned.
       this.leadTransferee = null;
+      this.retireRemoved();
     }
     for (const pr of this.prs.values()) if (pr.state === 'snapshot') this.tickSnapshot(pr);
     if (this.heartbeatElapsed >= this.cfg.heartbeatTicks) {
@@ -539,8 +607,39 @@ export class Raft {
 
   private quorumActive(): boolean {
     let active = 0;
-    for (const [id, pr] of this.prs) if (id === this.id || pr.recentActive) active++;
+    for (const id of this.conf.voters) if (id === this.id || this.prs.get(id)?.recentActive === true) active++;
     return active >= this.quorum;
+  }
+
+  /**
+   * onConfChanged follows a change of the configuration in force (appended at `index`).
+   * The leader starts replicating to an added member, keeps telling a removed one until
+   * its removal is committed and known, and may now commit with the new quorum.
+   */
+  private onConfChanged(before: ConfState, index: number): void {
+    if (this.role !== 'leader') return;
+    const now = this.conf;
+    for (const id of members(now)) {
+      this.retiring.delete(id);
+      if (!this.prs.has(id)) this.prs.set(id, this.newProgress(this.log.lastIndex()));
+    }
+    for (const id of members(before)) if (!isMember(now, id)) this.retiring.set(id, { index, committedTicks: 0 });
+    if (this.leadTransferee !== null && !isVoter(now, this.leadTransferee)) this.leadTransferee = null;
+    if (this.maybeCommit()) this.onCommitAdvanced();
+  }
+
+  /** retireRemoved stops replicating to removed members once their removal was committed an election timeout ago. */
+  private retireRemoved(): void {
+    for (const [id, r] of this.retiring) {
+      if (r.index > this.log.committed) continue;
+      if (r.committedTicks++ === 0) continue;
+      this.retiring.delete(id);
+      this.prs.delete(id);
+    }
+  }
+
+  private newProgress(lastIndex: number): Progress {
+    return new Progress(lastIndex + 1, this.cfg.maxInflightMsgs, this.cfg.maxInflightBytes);
   }
 
   private transferTo(to: NodeId): void {
@@ -612,6 +711,7 @@ export class Raft {
   }
 
   private campaign(kind: CampaignKind): void {
+    if (!this.isVoter(this.id)) return;
     let voteType: 'vote' | 'preVote';
     let term: number;
     if (kind === 'preElection') {
@@ -630,7 +730,7 @@ export class Raft {
       else this.winElection();
       return;
     }
-    for (const p of this.peers) {
+    for (const p of this.conf.voters) {
       if (p === this.id) continue;
       const m: Outgoing = { type: voteType, to: p, term, index: this.log.lastIndex(), logTerm: this.log.lastTerm() };
       if (kind === 'transfer') m.context = CAMPAIGN_TRANSFER;
@@ -638,16 +738,18 @@ export class Raft {
     }
   }
 
+  /** poll counts the answers of the voters in force; an answer of anyone else does not count. */
   private poll(from: NodeId, granted: boolean): 'won' | 'lost' | 'pending' {
     if (!this.votes.has(from)) this.votes.set(from, granted);
     let yes = 0;
     let no = 0;
-    for (const v of this.votes.values()) {
-      if (v) yes++;
-      else no++;
+    for (const id of this.conf.voters) {
+      const v = this.votes.get(id);
+      if (v === true) yes++;
+      else if (v === false) no++;
     }
     if (yes >= this.quorum) return 'won';
-    if (no > this.peers.length - this.quorum) return 'lost';
+    if (no > this.conf.voters.length - this.quorum) return 'lost';
     return 'pending';
   }
 
@@ -670,6 +772,7 @@ export class Raft {
     this.prs.clear();
     this.readOnly.reset();
     this.pendingReads = [];
+    this.retiring.clear();
   }
 
   becomeFollower(term: number, leader: NodeId | null): void {
@@ -699,9 +802,7 @@ export class Raft {
     this.leader = this.id;
     this.role = 'leader';
     const next = this.log.lastIndex() + 1;
-    for (const p of this.peers) {
-      this.prs.set(p, new Progress(next, this.cfg.maxInflightMsgs, this.cfg.maxInflightBytes));
-    }
+    for (const p of members(this.conf)) this.prs.set(p, this.newProgress(next - 1));
     const self = this.prs.get(this.id) as Progress;
     // The leader's own copy counts toward a quorum only once it is durable.
     self.match = this.log.persisted;
@@ -735,18 +836,12 @@ export class Raft {
   }
 }
 
-function sameMembers(a: readonly NodeId[], b: readonly NodeId[]): boolean {
-  if (a.length !== b.length) return false;
-  const set = new Set(a);
-  return b.every((x) => set.has(x));
-}
-
 export function validateConfig(c: Config): void {
   const fail = (what: string): never => {
     throw new RangeError(`raft config: ${what}`);
   };
   if (typeof c.id !== 'string' || c.id.length === 0) fail('id must be a non-empty string');
-  if (!Array.isArray(c.peers) || !c.peers.includes(c.id)) fail(`peers must include id ${c.id}`);
+  if (!Array.isArray(c.peers) || !(c.peers.length === 0 || c.peers.includes(c.id))) fail(`peers must include id ${c.id} (or be empty for a member that joins)`);
   if (new Set(c.peers).size !== c.peers.length) fail('peers must be unique');
   const positive: [string, number][] = [
     ['electionTicks', c.electionTicks],

@@ -182,7 +182,7 @@ t.test('malformed input', async (t) => {
     const bad: [string, Message][] = [
       ['unknown type', { ...good, type: 'bogus' as Message['type'] }],
       ['wrong recipient', { ...good, to: 'c' }],
-      ['unknown sender', { ...good, from: 'zz' }],
+      ['an empty sender', { ...good, from: '' }],
       ['from itself', { ...good, from: 'b' }],
       ['term 0 on an append', { ...good, term: 0 }],
       ['a forwarded read with a term', msg({ type: 'readIndex', from: 'a', to: 'b', term: 1 })],
@@ -191,7 +191,8 @@ t.test('malformed input', async (t) => {
       ['entries with a gap', { ...good, entries: ents([1], 3) }],
       ['an entry of a later term', { ...good, entries: ents([2], 2) }],
       ['entries on a heartbeat', { ...good, type: 'heartbeat' }],
-      ['a snapshot of other members', msg({ type: 'snap', from: 'a', to: 'b', term: 1, snapshot: { meta: { index: 5, term: 1, members: ['a', 'b', 'x'] }, data: bytes('s') } })],
+      ['a snapshot without a voter', msg({ type: 'snap', from: 'a', to: 'b', term: 1, snapshot: { meta: { index: 5, term: 1, conf: { voters: [], learners: ['a'], context: {} } }, data: bytes('s') } })],
+      ['a conf entry that is not one', { ...good, entries: [{ index: 2, term: 1, data: bytes('{}'), type: 'conf' }] }],
       ['a snap without a snapshot', msg({ type: 'snap', from: 'a', to: 'b', term: 1 })],
     ];
     for (const [what, m] of bad) t.equal(code(n.step(m)), 'invalid_message', what);
@@ -204,8 +205,7 @@ t.test('malformed input', async (t) => {
     t.throws(() => new RawNode(config('a', ['a', 'a']), emptyBoot()), /unique/);
     t.throws(() => new RawNode(config('a', ABC, { heartbeatTicks: 10 }), emptyBoot()), /heartbeatTicks/);
     t.throws(() => new RawNode(config('a', ABC, { maxInflightMsgs: 0 }), emptyBoot()), /maxInflightMsgs/);
-    const snapshot = { meta: { index: 1, term: 1, members: ['a', 'b'] }, data: bytes('s') };
-    t.throws(() => new RawNode(config('a', ABC), boot([], { term: 1, commit: 1 }, snapshot)), /members/);
+    t.throws(() => new RawNode(config('a', ABC, { electionTicks: 0 }), emptyBoot()), /electionTicks/);
   });
 
   t.test('an applied index from the application may exceed the stored commit, but not the stored log', async (t) => {

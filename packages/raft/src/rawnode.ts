@@ -2,11 +2,14 @@
 // comes in from the network, and hands the caller its work in Ready batches. The caller's
 // duties are the numbered list at the top of index.ts.
 import { EMPTY_HARD_STATE, hardStateEqual, isSafeIndex } from './entry.js';
+import { decodeConfEntry } from './membership.js';
 import { Raft } from './raft.js';
 import {
   MESSAGE_TYPES,
   type Boot,
+  type ConfChange,
   type Config,
+  type ConfState,
   type Entry,
   type HardState,
   type Message,
@@ -64,6 +67,17 @@ export class RawNode {
     return this.raft.propose(data);
   }
 
+  /**
+   * proposeConfChange appends one membership change: add a learner, promote a learner,
+   * remove a member (see membership.ts). Like propose, success means appended; the
+   * change is in force on each member from the moment it appends it, and the next one
+   * may be proposed once this one commits. Besides propose's answers it may answer
+   * conf_change_refused, saying why.
+   */
+  proposeConfChange(change: ConfChange): RaftResult<ProposeOk> {
+    return this.raft.proposeConfChange(change);
+  }
+
   /** step hands the node a message received from a peer. Malformed messages are answered with invalid_message. */
   step(m: Message): RaftResult {
     const problem = this.checkMessage(m);
@@ -106,7 +120,9 @@ export class RawNode {
       throw new RangeError(`compact: index ${index} must be at most the applied index ${log.applied}`);
     }
     if (index <= log.offset) return null;
-    return log.compact(index, data, this.raft.peers.slice());
+    const snapshot = log.compact(index, data, this.raft.confs.at(index));
+    this.raft.confs.compactTo(index);
+    return snapshot;
   }
 
   /** hasReady says whether ready() has work. It is false while a Ready is outstanding. */
@@ -180,6 +196,7 @@ export class RawNode {
           match: pr.match,
           next: pr.next,
           state: pr.state,
+          voter: r.isVoter(id),
           paused: pr.isPaused(),
           recentActive: pr.recentActive,
           inflight: pr.inflights.count,
@@ -199,6 +216,8 @@ export class RawNode {
       lastIndex: log.lastIndex(),
       snapshotIndex: log.offset,
       leadTransferee: r.leadTransferee,
+      conf: r.conf,
+      confIndex: r.confs.lastIndex(),
       progress,
     };
   }
@@ -209,7 +228,9 @@ export class RawNode {
     if (typeof m !== 'object' || m === null) return 'a message must be an object';
     if (!MESSAGE_TYPE_SET.has(m.type)) return `unknown message type ${String(m.type)}`;
     if (m.to !== r.id) return `message for ${String(m.to)} delivered to ${r.id}`;
-    if (m.from === r.id || !r.peers.includes(m.from)) return `sender ${String(m.from)} is not a peer`;
+    // Any member of the cluster may write, also one this node does not know yet (a voter
+    // promoted in entries it has not received): the transport authenticates senders.
+    if (typeof m.from !== 'string' || m.from === '' || m.from === r.id) return `sender ${String(m.from)} is not a peer`;
     for (const f of ['term', 'logTerm', 'index', 'commit', 'rejectHint'] as const) {
       if (!isSafeIndex(m[f])) return `${f} must be a non-negative safe integer`;
     }
@@ -221,7 +242,7 @@ export class RawNode {
     const entriesProblem = checkEntries(m.entries, m.index, m.term);
     if (entriesProblem !== null) return entriesProblem;
     if (m.entries.length > 0 && m.type !== 'app') return `${m.type} carries no entries`;
-    if (m.type === 'snap') return checkSnapshot(m.snapshot, r.peers);
+    if (m.type === 'snap') return checkSnapshot(m.snapshot);
     return null;
   }
 }
@@ -233,20 +254,34 @@ function checkEntries(ents: Entry[], prevIndex: number, term: number): string | 
     if (e.index !== prevIndex + 1 + k) return `entries must be contiguous from ${prevIndex + 1}`;
     if (!isSafeIndex(e.term) || e.term < 1 || e.term > term) return 'an entry term must be within [1, message term]';
     if (!(e.data instanceof Uint8Array)) return 'entry data must be bytes';
+    if (e.type !== undefined && e.type !== 'normal' && e.type !== 'conf') return `unknown entry type ${String(e.type)}`;
+    if (e.type === 'conf' && !isConfEntry(e.data)) return 'a conf entry must hold a change and the configuration it makes';
   }
   return null;
 }
 
-function checkSnapshot(s: Snapshot | undefined, peers: readonly NodeId[]): string | null {
+function isConfEntry(data: Uint8Array): boolean {
+  try {
+    const c = decodeConfEntry(data).conf;
+    return c.voters.length > 0 && isConfState(c);
+  } catch {
+    return false;
+  }
+}
+
+function isConfState(c: ConfState): boolean {
+  const ids = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string' && x !== '');
+  if (!ids(c?.voters) || !ids(c.learners) || typeof c.context !== 'object' || c.context === null) return false;
+  return c.voters.every((v) => !c.learners.includes(v)) && Object.values(c.context).every((v) => typeof v === 'string');
+}
+
+function checkSnapshot(s: Snapshot | undefined): string | null {
   if (s === undefined || typeof s !== 'object' || s === null) return 'snap carries a snapshot';
   if (!isSafeIndex(s.meta?.index) || s.meta.index < 1 || !isSafeIndex(s.meta.term) || s.meta.term < 1) {
     return 'snapshot meta needs index and term >= 1';
   }
   if (!(s.data instanceof Uint8Array)) return 'snapshot data must be bytes';
-  const members = s.meta.members;
-  if (!Array.isArray(members) || members.length !== peers.length || !members.every((x) => peers.includes(x))) {
-    return 'snapshot members differ from the configured peers (membership is static)';
-  }
+  if (!isConfState(s.meta.conf) || s.meta.conf.voters.length === 0) return 'snapshot meta needs a configuration with a voter';
   return null;
 }
 

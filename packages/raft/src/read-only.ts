@@ -34,15 +34,16 @@ export class ReadOnly {
   }
 
   /**
-   * ack records that `from` answered round `seq`. When that round has a quorum it returns
-   * the reads it confirms (every read up to and including it), else an empty list.
+   * ack records that `from` answered round `seq`. When `confirmed` says that round's
+   * answers make a quorum (of the voters in force) it returns the reads it confirms
+   * (every read up to and including it), else an empty list.
    */
-  ack(seq: number, from: NodeId, quorum: number): ReadRequest[] {
+  ack(seq: number, from: NodeId, confirmed: (acks: ReadonlySet<NodeId>) => boolean): ReadRequest[] {
     const at = this.queue.findIndex((r) => r.seq === seq);
     if (at < 0) return [];
     const req = this.queue[at] as ReadRequest;
     req.acks.add(from);
-    if (req.acks.size < quorum) return [];
+    if (!confirmed(req.acks)) return [];
     return this.queue.splice(0, at + 1);
   }
 

@@ -6,7 +6,7 @@ import { Raft } from './raft.js';
 import { RawNode } from './rawnode.js';
 import { seededRandom } from './random.js';
 import { MemoryLogStore } from './storage.js';
-import type { Boot, Config, Entry, HardState, Message, NodeId, ReadState, Snapshot } from './types.js';
+import type { Boot, ConfChange, Config, Entry, HardState, Message, NodeId, ReadState, Snapshot } from './types.js';
 
 /** seeded is the deterministic random source of the unit tests. */
 export const seeded = seededRandom;
@@ -85,13 +85,29 @@ export class Network {
   rewrite: (m: Message) => Message = (m) => m;
   /** every message delivered, for assertions on traffic. */
   readonly delivered: Message[] = [];
+  /** the members the group was bootstrapped with; `ids` also holds those that joined later. */
+  private readonly initial: NodeId[];
 
   constructor(
     readonly ids: NodeId[],
     private readonly over: Partial<Config> = {},
     private readonly factory: NodeFactory = (c, b) => new RawNode(c, b),
   ) {
+    this.initial = ids.slice();
     for (const id of ids) this.start(id, new MemoryLogStore());
+  }
+
+  /** join starts a member with an empty store that knows no configuration: it waits to be added. */
+  join(id: NodeId): void {
+    this.ids.push(id);
+    this.start(id, new MemoryLogStore());
+  }
+
+  /** proposeConf proposes a membership change at `id` and runs the group until quiet. */
+  proposeConf(id: NodeId, change: ConfChange): ReturnType<RawNode['proposeConfChange']> {
+    const r = this.node(id).proposeConfChange(change);
+    this.drain();
+    return r;
   }
 
   member(id: NodeId): TestMember {
@@ -107,7 +123,8 @@ export class Network {
   /** start (re)starts a member from what its store holds. */
   start(id: NodeId, store: MemoryLogStore, over: Partial<Config> = {}): void {
     const b = store.loadSync();
-    const node = this.factory(config(id, this.ids, { ...this.over, ...over }), b);
+    const peers = this.initial.includes(id) ? this.initial : [];
+    const node = this.factory(config(id, peers, { ...this.over, ...over }), b);
     this.members.set(id, { node, store, applied: [], restored: b.snapshot === null ? [] : [b.snapshot], readStates: [] });
   }
 
@@ -219,7 +236,7 @@ export class Network {
   /** appliedData lists the non-empty applied entries of a member as text. */
   appliedData(id: NodeId): string[] {
     return this.member(id)
-      .applied.filter((e) => e.data.length > 0)
+      .applied.filter((e) => e.data.length > 0 && e.type !== 'conf')
       .map((e) => text(e.data));
   }
 }

@@ -3,8 +3,32 @@
 // classes, functions or Maps), so that a transport can encode a Message field by field
 // and a store can encode an Entry or a HardState without knowing the core.
 
-/** NodeId names a member of the group. Membership is static: the configured peers. */
+/** NodeId names a member of the group. */
 export type NodeId = string;
+
+/**
+ * ConfState is a configuration: the voters, the learners (they receive the log but
+ * neither vote nor count toward a quorum) and an opaque context per member, chosen by
+ * the application. Invariant: voters and learners are sorted and disjoint.
+ */
+export interface ConfState {
+  voters: NodeId[];
+  learners: NodeId[];
+  context: Record<NodeId, string>;
+}
+
+/**
+ * ConfChange is one membership change: add a learner (with its context), promote a
+ * learner to voter, or remove a member. See membership.ts.
+ */
+export interface ConfChange {
+  type: 'addLearner' | 'promote' | 'remove';
+  node: NodeId;
+  context?: string;
+}
+
+/** EntryType: `normal` entries are the application's; `conf` entries change membership. */
+export type EntryType = 'normal' | 'conf';
 
 /**
  * Entry is one slot of the replicated log. Invariant: `index >= 1`, `term >= 1`.
@@ -16,6 +40,8 @@ export interface Entry {
   index: number;
   term: number;
   data: Uint8Array;
+  /** absent means `normal`. A `conf` entry's data is a ConfEntry (membership.ts). */
+  type?: EntryType;
 }
 
 /**
@@ -33,7 +59,8 @@ export interface HardState {
 export interface SnapshotMeta {
   index: number;
   term: number;
-  members: NodeId[];
+  /** the configuration in force at `index`. */
+  conf: ConfState;
 }
 
 /** Snapshot is the application's state after applying entries `[1, meta.index]`. */
@@ -160,8 +187,11 @@ export interface Boot {
  * - invalid_proposal: an empty batch, an empty entry (reserved for no-ops) or a batch
  *   larger than `maxUncommittedEntries` (it could never be accepted).
  * - read_limit: backpressure, `maxPendingReads` reads already wait for confirmation.
- * - unknown_peer: a node id that is not a member.
+ * - unknown_peer: a node id that is not a member (or, for a transfer, not a voter).
  * - invalid_message: a message that is malformed or not addressed to this node.
+ * - conf_change_refused: a membership change that is not valid now: another change is
+ *   uncommitted, the leader has not committed an entry of its term yet, the change
+ *   itself is invalid (see membership.ts), or it removes the leader (transfer first).
  */
 export const RAFT_ERROR_CODES = [
   'not_leader',
@@ -171,6 +201,7 @@ export const RAFT_ERROR_CODES = [
   'read_limit',
   'unknown_peer',
   'invalid_message',
+  'conf_change_refused',
 ] as const;
 
 export type RaftErrorCode = (typeof RAFT_ERROR_CODES)[number];
@@ -195,8 +226,16 @@ export interface ProposeOk {
 
 export interface Config {
   id: NodeId;
-  /** every member, `id` included. Static for the life of the group. */
+  /**
+   * the voters the group was bootstrapped with, `id` included; their contexts are in
+   * `context`. It is used only while the log and snapshot hold no configuration of their
+   * own (the first conf entry carries the whole configuration). Empty for a member that
+   * joins a running group: it waits, voting for no one and campaigning never, until a
+   * leader adds it.
+   */
   peers: NodeId[];
+  /** the bootstrap members' contexts (default: empty strings). */
+  context?: Record<NodeId, string>;
   /** a follower campaigns after a randomized timeout in `[electionTicks, 2 * electionTicks)` ticks. */
   electionTicks: number;
   /** a leader beats every `heartbeatTicks` ticks. Invariant: `heartbeatTicks < electionTicks`. */
@@ -231,6 +270,8 @@ export interface ProgressStatus {
   match: number;
   next: number;
   state: 'probe' | 'replicate' | 'snapshot';
+  /** false for a learner, and for a removed member the leader still tells about its removal. */
+  voter: boolean;
   paused: boolean;
   recentActive: boolean;
   inflight: number;
@@ -250,6 +291,9 @@ export interface Status {
   lastIndex: number;
   snapshotIndex: number;
   leadTransferee: NodeId | null;
+  /** the configuration in force (the latest in the log) and the index of its entry (0: bootstrap or snapshot). */
+  conf: ConfState;
+  confIndex: number;
   /** per-member replication, on the leader only. */
   progress: Record<NodeId, ProgressStatus> | null;
 }

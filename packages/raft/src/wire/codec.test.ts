@@ -18,11 +18,23 @@ const codec = messageCodec('apl-test');
 const u64 = fc.oneof(fc.constantFrom(0, 1, 2 ** 32 - 1, 2 ** 32, 2 ** 53 - 1), fc.nat(), fc.maxSafeNat());
 const id = fc.string({ minLength: 1, maxLength: 12 });
 const bytes = fc.uint8Array({ maxLength: 64 }).map((b) => new Uint8Array(b));
-const entry: fc.Arbitrary<Entry> = fc.record({
-  index: u64.filter((n) => n >= 1),
-  term: u64.filter((n) => n >= 1),
-  data: bytes,
-});
+const entry: fc.Arbitrary<Entry> = fc.record(
+  {
+    index: u64.filter((n) => n >= 1),
+    term: u64.filter((n) => n >= 1),
+    data: bytes,
+    type: fc.constant('conf' as const),
+  },
+  { requiredKeys: ['index', 'term', 'data'] },
+);
+// A configuration as confState() makes it: sorted, disjoint, contexts only for members.
+const conf = fc.uniqueArray(id, { minLength: 1, maxLength: 6 }).chain((ids) =>
+  fc.record({
+    voters: fc.constant(ids.slice(0, Math.ceil(ids.length / 2)).sort()),
+    learners: fc.constant(ids.slice(Math.ceil(ids.length / 2)).sort()),
+    context: fc.constant(Object.fromEntries(ids.sort().map((x) => [x, `ctx-${x}`]))),
+  }),
+);
 const message: fc.Arbitrary<Message> = fc
   .record(
     {
@@ -37,7 +49,7 @@ const message: fc.Arbitrary<Message> = fc
       reject: fc.boolean(),
       rejectHint: u64,
       snapshot: fc.record({
-        meta: fc.record({ index: u64, term: u64, members: fc.array(id, { maxLength: 5 }) }),
+        meta: fc.record({ index: u64, term: u64, conf }),
         data: bytes,
       }),
       context: bytes,
@@ -60,7 +72,7 @@ t.test('every message type round-trips, field for field', async (t) => {
 });
 
 t.test('an empty context and an empty snapshot are kept apart from absent ones', async (t) => {
-  const empty: Message = { ...base(), context: new Uint8Array(), snapshot: { meta: { index: 0, term: 0, members: [] }, data: new Uint8Array() } };
+  const empty: Message = { ...base(), context: new Uint8Array(), snapshot: { meta: { index: 0, term: 0, conf: { voters: [], learners: [], context: {} } }, data: new Uint8Array() } };
   const decoded = codec.decode(codec.encode(empty));
   t.ok(decoded.context instanceof Uint8Array && decoded.context.length === 0, 'empty context stays present');
   t.same(decoded.snapshot, empty.snapshot);
@@ -111,7 +123,7 @@ t.test('malformed input is refused with a WireError', async (t) => {
 });
 
 t.test('snapshot metadata round-trips on its own', async (t) => {
-  const meta = { index: 2 ** 53 - 1, term: 7, members: ['n1', 'n2', 'n3'] };
+  const meta = { index: 2 ** 53 - 1, term: 7, conf: { voters: ['n1', 'n2', 'n3'], learners: ['n4'], context: { n1: 'a', n4: 'd' } } };
   t.same(decodeSnapshotMeta(encodeSnapshotMeta(meta)), meta);
   t.throws(() => decodeSnapshotMeta(new Uint8Array([0xff])), { code: 'malformed' });
 });

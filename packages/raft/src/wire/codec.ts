@@ -11,6 +11,7 @@ import {
   type Snapshot,
   type SnapshotMeta,
 } from '../types.js';
+import { confState } from '../membership.js';
 import { RAFT_DESCRIPTOR } from './descriptor.js';
 
 /**
@@ -88,11 +89,12 @@ function toWire(m: Message, clusterId: string): Record<string, unknown> {
 }
 
 function entryToWire(e: Entry): Record<string, unknown> {
-  return { index: u64(e.index, 'entry index'), term: u64(e.term, 'entry term'), data: e.data };
+  return { index: u64(e.index, 'entry index'), term: u64(e.term, 'entry term'), data: e.data, type: e.type === 'conf' ? 1 : 0 };
 }
 
 function metaToWire(meta: SnapshotMeta): Record<string, unknown> {
-  return { index: u64(meta.index, 'snapshot index'), term: u64(meta.term, 'snapshot term'), members: meta.members };
+  const { voters, learners, context } = meta.conf;
+  return { index: u64(meta.index, 'snapshot index'), term: u64(meta.term, 'snapshot term'), voters, learners, context };
 }
 
 function u64(value: number, field: string): number {
@@ -139,15 +141,21 @@ function snapshotFromWire(w: Decoded): Snapshot {
 }
 
 function metaFromWire(w: Decoded): SnapshotMeta {
-  const members = (w.members as string[]).map((id) => nodeId(id, 'member'));
-  return { index: safe(w.index, 'snapshot index'), term: safe(w.term, 'snapshot term'), members };
+  const voters = (w.voters as string[]).map((id) => nodeId(id, 'voter'));
+  const learners = (w.learners as string[]).map((id) => nodeId(id, 'learner'));
+  const context: Record<string, string> = {};
+  for (const [id, v] of Object.entries((w.context ?? {}) as Record<string, string>)) context[nodeId(id, 'member')] = String(v);
+  return { index: safe(w.index, 'snapshot index'), term: safe(w.term, 'snapshot term'), conf: confState(voters, learners, context) };
 }
 
 function entryFromWire(w: Decoded): Entry {
   const index = safe(w.index, 'entry index');
   const term = safe(w.term, 'entry term');
   if (index < 1 || term < 1) throw new WireError('malformed', `entry (index ${index}, term ${term}) below 1`);
-  return { index, term, data: bytesOf(w.data) };
+  if (w.type !== 0 && w.type !== 1) throw new WireError('malformed', `unknown entry type ${String(w.type)}`);
+  const e: Entry = { index, term, data: bytesOf(w.data) };
+  if (w.type === 1) e.type = 'conf';
+  return e;
 }
 
 function messageType(value: unknown): MessageType {

@@ -25,6 +25,12 @@ export const RAFT_DESCRIPTOR = {
                     "TRANSFER_LEADER": 12
                   }
                 },
+                "EntryType": {
+                  "values": {
+                    "ENTRY_NORMAL": 0,
+                    "ENTRY_CONF": 1
+                  }
+                },
                 "Entry": {
                   "fields": {
                     "index": {
@@ -38,6 +44,10 @@ export const RAFT_DESCRIPTOR = {
                     "data": {
                       "type": "bytes",
                       "id": 3
+                    },
+                    "type": {
+                      "type": "EntryType",
+                      "id": 4
                     }
                   }
                 },
@@ -51,10 +61,20 @@ export const RAFT_DESCRIPTOR = {
                       "type": "uint64",
                       "id": 2
                     },
-                    "members": {
+                    "voters": {
                       "rule": "repeated",
                       "type": "string",
                       "id": 3
+                    },
+                    "learners": {
+                      "rule": "repeated",
+                      "type": "string",
+                      "id": 4
+                    },
+                    "context": {
+                      "keyType": "string",
+                      "type": "string",
+                      "id": 5
                     }
                   }
                 },
