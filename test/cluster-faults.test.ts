@@ -164,7 +164,7 @@ t.test('a member whose disk was wiped refuses to rejoin under its old id; a stor
   rmSync(join(c.dirs[lost]!, 'ledger'), { recursive: true, force: true });
   const refused = await c.start(lost, { APL_CLUSTER_STATE: 'existing' }).then(() => null, (err: Error) => err.message);
   t.match(refused ?? 'it started', /exited before it started \(code 2[\s\S]*has an empty store, but its configuration says cluster "apl-test-cluster" already runs/, 'refused with the reason and what to do');
-  t.match(refused ?? '', /Do not start it on an empty store; see docs\/operations.md, "Replacing a member"/);
+  t.match(refused ?? '', /Do not start it on an empty store: add a new member in its place \(cluster_state: join\), then remove this one; see docs\/operations.md, "Replacing a dead replica"/);
   const survivor = c.members.map((m) => m.id).find((id) => id !== lost)!;
   await c.kill(survivor);
   const foreign = await c.start(survivor, { APL_CLUSTER_ID: 'another-cluster' }).then(() => null, (err: Error) => err.message);

@@ -4,7 +4,11 @@
 // acknowledged, and a quorum that counted on them would silently no longer exist.
 import type { Boot, NodeId } from './types.js';
 
-/** Identity is written once, when a member's store is first used. */
+/**
+ * Identity is written once, when a member's store is first used. `members` are the
+ * voters the group was bootstrapped with (empty for a member that joined a running
+ * group); the configuration in force afterwards is in the log, not here.
+ */
 export interface Identity {
   clusterId: string;
   nodeId: NodeId;
@@ -13,10 +17,11 @@ export interface Identity {
 
 /**
  * `new`: the members start together for the first time; `existing`: the group already
- * runs, so a member with an empty store is one that lost its disk (or a new member,
- * which static membership does not admit).
+ * runs, so a member with an empty store is one that lost its disk; `join`: a new member
+ * of a running group, which waits with an empty store until a leader adds it (as a
+ * learner) and sends it the log or a snapshot.
  */
-export type ClusterState = 'new' | 'existing';
+export type ClusterState = 'new' | 'existing' | 'join';
 
 export type StartCheck = { ok: true; bootstrap: boolean } | { ok: false; message: string };
 
@@ -39,9 +44,6 @@ export function checkStart(o: { stored: Identity | null; configured: Identity; c
     if (stored.nodeId !== c.nodeId) {
       return { ok: false, message: `this store belongs to member ${stored.nodeId}, but the configuration says this is ${c.nodeId}: a store never changes hands (point data_dir at ${c.nodeId}'s store)` };
     }
-    if ([...stored.members].sort().join(',') !== [...c.members].sort().join(',')) {
-      return { ok: false, message: `this store was bootstrapped with members [${stored.members.join(', ')}], the configuration lists [${c.members.join(', ')}]: membership is static, the member list cannot change by configuration` };
-    }
     return { ok: true, bootstrap: false };
   }
   if (o.empty && o.clusterState === 'existing') {
@@ -49,7 +51,7 @@ export function checkStart(o: { stored: Identity | null; configured: Identity; c
       ok: false,
       message: `member ${c.nodeId} has an empty store, but its configuration says cluster "${c.clusterId}" already runs (cluster_state: existing). ` +
         'A member that lost its disk must not rejoin under its old id: it would forget its vote and the entries it acknowledged. ' +
-        'Do not start it on an empty store; see docs/operations.md, "Replacing a member".',
+        'Do not start it on an empty store: add a new member in its place (cluster_state: join), then remove this one; see docs/operations.md, "Replacing a dead replica".',
     };
   }
   // A store written before identities existed keeps its data and gets its identity now.

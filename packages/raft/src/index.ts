@@ -48,11 +48,15 @@
  * `reportSnapshot(to, ok)`. The leader never resends on a timer while a transfer runs.
  * A transport that cannot reach a peer calls `reportUnreachable(to)`.
  *
- * Start: a store records the member's identity (cluster id, node id, members) at
- * bootstrap; `checkStart` refuses a store of another cluster or member, and an empty
+ * Start: a store records the member's identity (cluster id, node id, bootstrap members)
+ * at bootstrap; `checkStart` refuses a store of another cluster or member, and an empty
  * store when the configuration says the cluster already runs.
  *
- * Membership is static: `config.peers`. See docs/raft.md for the design.
+ * Membership: `config.peers` are the bootstrap voters. Changes go through the log one
+ * server at a time (`proposeConfChange`: add a learner, promote it, remove a member);
+ * committedEntries include them as entries of type `conf`, which the application does
+ * not apply to its state machine (decodeConfEntry reads them). A member started with
+ * `peers: []` joins: it waits until a leader adds it. See membership.ts and docs/raft.md.
  */
 export { RawNode, emptyBoot } from './rawnode.js';
 export { LevelLogStore, LogStoreCorruptError } from './level-store.js';
@@ -60,10 +64,13 @@ export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 export { RaftInvariantError } from './assert.js';
 export { checkStart, isEmptyBoot, type ClusterState, type Identity, type StartCheck } from './identity.js';
 export { seededRandom } from './random.js';
+export { decodeConfEntry, isMember, isVoter, members, type ConfEntry } from './membership.js';
 export {
   MESSAGE_TYPES,
   RAFT_ERROR_CODES,
   type Boot,
+  type ConfChange,
+  type ConfState,
   type Config,
   type Entry,
   type HardState,
