@@ -14,7 +14,8 @@ import {
   AgentUri, Issuer, PolicyId, TABLES, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
   type AdminOperation, type Applied, type Operation, type Party, type Policy, type Principal, type TrustRoot,
 } from '@apl/core';
-import type { Status } from '@apl/raft';
+import type { ConfChange, Status } from '@apl/raft';
+import { memberContext } from './membership.js';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
@@ -26,8 +27,8 @@ import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
 import type { StorePosition } from './ledger-store.js';
 import { feedOnlyRefusal, logPrincipal, type PlaneRole } from './roles.js';
 import {
-  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, PageQuery, PartyRequest, PolicyRequest, TransferRequest,
-  TrustRootRequest, UsageRequest,
+  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, MemberParam, MemberRequest, PageQuery, PartyRequest, PolicyRequest,
+  TransferRequest, TrustRootRequest, UsageRequest,
 } from './wire.js';
 
 // Path parameters that name what a mutation changes. They go into the log, so they
@@ -53,8 +54,11 @@ export interface AdminNode {
   /** The state store's position: applied index, chain head, state hash. */
   position(): StorePosition;
   journal(): AsyncIterable<string>;
-  cluster(): { status: Status; members: { id: string; agent_url: string | null }[] };
+  /** the members in force with their addresses (peer_addr null for a standalone node). */
+  cluster(): { status: Status; members: { id: string; voter: boolean; agent_url: string; admin_url?: string; peer_addr: string | null }[] };
   transferLeadership(to: string): void;
+  /** a membership change through the log, resolved once it is applied here. */
+  changeMembership(change: ConfChange): Promise<{ index: number }>;
 }
 
 export interface AdminOptions {
@@ -200,25 +204,58 @@ export function adminApp(o: AdminOptions): express.Express {
     sendJson(res, 200, { policy: p.id, ...d.report, next_before: page.nextBefore });
   });
 
-  app.get('/admin/v1/cluster', (_req, res) => {
+  const clusterView = () => {
     const { status: s, members } = o.node.cluster();
-    sendJson(res, 200, {
+    return {
       node: s.id, role: s.role, term: s.term, leader: s.leader, commit_index: s.commit, applied_index: o.node.position().applied,
+      voters: s.conf.voters, learners: s.conf.learners,
       members: members.map((m) => ({
-        id: m.id, agent_url: m.agent_url,
-        role: m.id === s.leader ? 'leader' : 'follower',
+        id: m.id, agent_url: m.agent_url, admin_url: m.admin_url ?? null, peer_addr: m.peer_addr,
+        role: m.id === s.leader ? 'leader' : m.voter ? 'follower' : 'learner',
+        voter: m.voter,
         match_index: s.progress?.[m.id]?.match ?? null,
         lag: s.progress?.[m.id] ? Math.max(0, s.commit - s.progress[m.id]!.match) : null,
       })),
-    });
+    };
+  };
+  app.get('/admin/v1/cluster', (_req, res) => sendJson(res, 200, clusterView()));
+  // Membership changes: each one an entry of the log, answered once it is applied here.
+  const changeMembers = async (res: Response, change: ConfChange, status: number) => {
+    const by = res.locals.principal as Principal;
+    if (!by.roles.includes('operator')) throw new ApiError('forbidden', `${by.name} may not change the cluster's membership (it needs the operator role).`);
+    const { index } = await o.node.changeMembership(change);
+    o.log.info({ event: 'membership_changed', by: by.name, change: { type: change.type, node: change.node }, index }, 'membership changed');
+    sendJson(res, status, { change: change.type, id: change.node, index, ...clusterView() });
+  };
+  app.post('/admin/v1/cluster/members', ...body, async (req, res) => {
+    const r = parseRequest(MemberRequest, req.body, 'member request');
+    const { members } = o.node.cluster();
+    if (members.some((m) => m.id === r.id)) throw new ApiError('already_exists', `${r.id} is already a member of the cluster.`, { id: r.id });
+    await changeMembers(res, { type: 'addLearner', node: r.id, context: memberContext(r) }, 201);
+  });
+  app.post('/admin/v1/cluster/members/:id/promote', async (req, res) => {
+    const { id } = parseRequest(MemberParam, req.params, 'member');
+    const { status } = o.node.cluster();
+    if (!status.conf.learners.includes(id)) {
+      throw status.conf.voters.includes(id)
+        ? new ApiError('invalid_transition', `${id} is already a voter.`, { id })
+        : new ApiError('not_found', `${id} is not a member of the cluster; add it first (POST /admin/v1/cluster/members).`, { id });
+    }
+    await changeMembers(res, { type: 'promote', node: id }, 200);
+  });
+  app.delete('/admin/v1/cluster/members/:id', async (req, res) => {
+    const { id } = parseRequest(MemberParam, req.params, 'member');
+    const { status } = o.node.cluster();
+    if (!status.conf.voters.includes(id) && !status.conf.learners.includes(id)) throw new ApiError('not_found', `${id} is not a member of the cluster.`, { id });
+    await changeMembers(res, { type: 'remove', node: id }, 200);
   });
   app.post('/admin/v1/cluster/transfer-leadership', ...body, async (req, res) => {
     const by = res.locals.principal as Principal;
     if (!by.roles.includes('operator')) throw new ApiError('forbidden', `${by.name} may not transfer leadership (it needs the operator role).`);
     const r = parseRequest(TransferRequest, req.body, 'transfer request');
-    const { status, members } = o.node.cluster();
-    if (!members.some((m) => m.id === r.to)) {
-      throw new ApiError('invalid_transition', `${r.to} is not a member of the group (members: ${members.map((m) => m.id).join(', ')}).`, { id: r.to });
+    const { status } = o.node.cluster();
+    if (!status.conf.voters.includes(r.to)) {
+      throw new ApiError('invalid_transition', `${r.to} is not a voter of the group (voters: ${status.conf.voters.join(', ')}).`, { id: r.to });
     }
     // Asking the primary to hand over to itself asks for what already holds: nothing
     // moves, and the answer says so (200) rather than promising a transfer (202).

@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { parseWith } from '@apl/core';
+import { MemberAddresses } from './membership.js';
 import { PLANE_ROLES } from './roles.js';
 
 /** An integer setting in [lo, hi], refused with the range in words. */
@@ -23,15 +24,7 @@ const ms = (d: number) => int(1, 3_600_000, 'a number of milliseconds from 1 to 
 const count = (d: number, max: number) => int(1, max).default(d);
 
 const NodeId = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'must be a node id (lowercase letters, digits and -, at most 32)');
-const Member = z.strictObject({
-  id: NodeId,
-  /** peer_addr is the member's peer-mesh address, host:port; its certificate names the id. */
-  peer_addr: z.string().regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port'),
-  /** agent_url is the member's agent-plane base URL, answered in 421 not_primary. */
-  agent_url: z.string().url(),
-  /** admin_url is the member's admin-plane base URL, shown by GET /admin/v1/cluster. */
-  admin_url: z.string().url().optional(),
-});
+const Member = z.strictObject({ id: NodeId, ...MemberAddresses.shape });
 
 const Principal = z.strictObject({
   name: z.string().min(1).max(128),
@@ -54,10 +47,13 @@ export const ConfigSchema = z.strictObject({
   cluster_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a cluster id (letters, digits and _ . : -)').default('agent-plane-ledger'),
   /**
    * cluster_state is `new` when the members are started for the first time together,
-   * `existing` when this member joins (or rejoins) a group that already runs: then an
-   * empty store is refused, since a member must never forget what it voted and stored.
+   * `existing` when this member rejoins a group that already runs: then an empty store
+   * is refused, since a member must never forget what it voted and stored. `join` starts
+   * a new member of a running group on an empty store: it waits until an operator adds
+   * it (POST /admin/v1/cluster/members), then catches up. `members` are the bootstrap
+   * members for `new`; afterwards the members in force are in the log.
    */
-  cluster_state: z.enum(['new', 'existing']).default('new'),
+  cluster_state: z.enum(['new', 'existing', 'join']).default('new'),
   /** forward_writes: a follower forwards writes to the primary; false answers 421 not_primary. */
   forward_writes: z.boolean().default(true),
   /** PEM files; null means the development files under `<data_dir>/certs`. */

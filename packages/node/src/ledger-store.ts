@@ -393,10 +393,12 @@ export class LedgerStore {
   /**
    * Writes a streamed store into a fresh directory beside this one, checking every
    * chunk's digest and, at the end, the state hash recomputed from the records against
-   * `expected` and against the position the stream carries. Returns the directory's
-   * name, for `install`. On any failure the directory is removed and the error thrown.
+   * `expected` and against the position the stream carries. `extra` records are written
+   * with the last, synced batch (the Raft configuration of the snapshot, kept beside the
+   * state it belongs to). Returns the directory's name, for `install`. On any failure
+   * the directory is removed and the error thrown.
    */
-  async receiveSnapshot(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>): Promise<string> {
+  async receiveSnapshot(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string> = {}): Promise<string> {
     const name = nextStoreName(this.dir, this.current);
     const path = join(this.dir, name);
     rmSync(path, { recursive: true, force: true });
@@ -423,7 +425,9 @@ export class LedgerStore {
       if (recomputed !== position.stateHash || recomputed !== expected.stateHash || position.applied !== expected.applied) {
         throw new Error(`the snapshot's records hash to ${recomputed} at ${position.applied}; ${expected.stateHash} at ${expected.applied} was announced`);
       }
-      await db.batch([{ type: 'put', key: META_KEY, value: JSON.stringify(position) }], { sync: true });
+      const last = [{ type: 'put' as const, key: META_KEY, value: JSON.stringify(position) }];
+      for (const [key, value] of Object.entries(extra)) last.push({ type: 'put', key, value });
+      await db.batch(last, { sync: true });
       await db.close();
       return name;
     } catch (err) {
@@ -431,6 +435,11 @@ export class LedgerStore {
       rmSync(path, { recursive: true, force: true });
       throw err;
     }
+  }
+
+  /** A record outside the ledger's tables (as written by receiveSnapshot's `extra`), or null. */
+  async record(key: string): Promise<string | null> {
+    return (await this.db.get(key)) ?? null;
   }
 
   /** Switches to a received store: the CURRENT pointer moves in one rename, then the old one goes. */

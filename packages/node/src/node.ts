@@ -9,6 +9,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Applied, Operation } from '@apl/core';
+import type { ConfChange } from '@apl/raft';
 import { adminApp, type AdminPrincipal } from './admin-plane.js';
 import { Attestor } from './attest.js';
 import { type Config, tlsFiles } from './config.js';
@@ -18,6 +19,7 @@ import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
 import { agentApp } from './gateway.js';
 import { limitedServer } from './listener.js';
 import { createLogger, type Logger } from './log.js';
+import { memberContext, membersInForce, type MemberView } from './membership.js';
 import { Metrics } from './metrics.js';
 import type { WrapDb } from './ledger-store.js';
 import { withServer } from './openapi.js';
@@ -64,13 +66,23 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       log, metrics,
     })
     : null;
+  /** The members in force with their addresses (the configured ones until the log says otherwise). */
+  let inForce: MemberView[] = c.members.map((m) => ({ ...m, voter: true }));
   /** The agent-plane address of a member, for 421 `primary_client_addr`. */
-  const agentUrlOf = (id: string | null | undefined) => c.members.find((m) => m.id === id)?.agent_url ?? null;
+  const agentUrlOf = (id: string | null | undefined) => inForce.find((m) => m.id === id)?.agent_url ?? null;
   const notPrimary = (leader: string | null | undefined) =>
     new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: agentUrlOf(leader) });
   const replica = await Replica.open({
     id: c.node_id,
     peers: clustered ? c.members.map((m) => m.id) : [c.node_id],
+    peerContext: Object.fromEntries(c.members.map((m) => [m.id, memberContext(m)])),
+    onMembers: (conf) => {
+      const known = membersInForce(conf, c.members);
+      // A member not yet added knows no configuration: it serves the configured members' calls meanwhile.
+      if (known.length === 0) return;
+      inForce = known;
+      mesh?.setMembers(known);
+    },
     clusterId: c.cluster_id,
     clusterState: c.cluster_state,
     dataDir: c.data_dir,
@@ -95,6 +107,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
         }
       },
     } : {}),
+    ...(mesh ? { forwardConfChange: (leader: string, change: ConfChange, timeoutMs: number) => mesh.forwardConfChange(leader, change, timeoutMs) } : {}),
     log,
     metrics,
     ...(opts.wrapDb ? { wrapDb: opts.wrapDb } : {}),
@@ -144,6 +157,14 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
           throw err;
         }
       },
+      proposeConfChange: async (change) => {
+        try {
+          return await replica.appendConfChange(change);
+        } catch (err) {
+          if (err instanceof NotLeaderError) throw Object.assign(err, { body: { error: 'not_primary', message: 'This replica is not the primary.', leader: err.leader } });
+          throw err;
+        }
+      },
       reportSnapshot: (to, status) => replica.reportSnapshot(to, status),
       reportUnreachable: (to) => replica.reportUnreachable(to),
     });
@@ -156,6 +177,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     health: () => {
       const s = replica.status();
       const detail: Record<string, unknown> = { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex };
+      const membership = replica.membership();
+      if (membership) detail.reason = membership;
       if (replica.failure) detail.reason = `the replica stopped: ${replica.failure.message}`;
       return { ready: replica.ready(), detail };
     },
@@ -191,8 +214,22 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       journal: () => replica.store.journal(),
       cluster: () => ({
         status: replica.status(),
-        members: clustered ? c.members.map((m) => ({ id: m.id, agent_url: m.agent_url })) : [{ id: c.node_id, agent_url: agentUrl }],
+        members: clustered ? inForce : [{ id: c.node_id, voter: true, agent_url: agentUrl, admin_url: adminUrl, peer_addr: null }],
       }),
+      changeMembership: async (change) => {
+        if (!mesh) throw new ApiError('invalid_transition', 'A standalone node has no cluster membership to change: run members with peers (docs/cluster.md).');
+        try {
+          return await replica.changeMembership(change);
+        } catch (err) {
+          if (err instanceof NotLeaderError) throw notPrimary(err.leader);
+          if (err instanceof ForwardRefused) {
+            if (err.body.error === 'not_primary') throw notPrimary(err.body.leader);
+            throw new ApiError(err.body.error as ErrorCode, err.body.message);
+          }
+          if (err instanceof ForwardFailed) throw new ApiError('commit_unavailable', 'The primary did not confirm the membership change in time; it may or may not have taken effect. GET /admin/v1/cluster shows the members in force.');
+          throw err;
+        }
+      },
       transferLeadership: (to) => {
         try {
           replica.transferLeadership(to);

@@ -313,7 +313,7 @@ export function adminDocument(): Json {
       '/admin/v1/policies/{id}/dry-run': {
         post: { operationId: 'dryRunPolicy', summary: 'Judge recorded intents under this policy\'s rules, read-only: the most recent `limit` (at most 1000), then older pages with `before`.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(BODY, ADMIN_READ, ['unknown_policy', 'invalid_policy']) } },
       },
-      '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Members, roles, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(ADMIN) } } },
+      '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Voters, learners, each member\'s role, addresses and lag, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(ADMIN) } } },
       '/admin/v1/cluster/transfer-leadership': {
         post: {
           operationId: 'transferLeadership',
@@ -326,6 +326,33 @@ export function adminDocument(): Json {
             // Not a proposal: Raft is asked directly (replica.ts transferLeadership).
             ...errors(BODY, ADMIN, ['forbidden', 'invalid_transition', 'not_primary']),
           },
+        },
+      },
+      '/admin/v1/cluster/members': {
+        post: {
+          operationId: 'addMember',
+          summary: 'Add a member as a learner (operator): it receives the log, by snapshot when it is far behind, but does not vote until promoted.',
+          description: 'Start the new member first with cluster_state join (docs/operations.md). Answered once the change is applied on this replica. One change at a time: a change while another is uncommitted, or before a new primary committed an entry of its term, is 409 invalid_transition; retry.',
+          requestBody: body('MemberRequest'),
+          responses: { 201: json('MembershipChange', 'The learner was added; the cluster as this replica sees it after the change.'), ...errors(BODY, ADMIN_WRITE, ['already_exists', 'invalid_transition']) },
+        },
+      },
+      '/admin/v1/cluster/members/{id}/promote': {
+        post: {
+          operationId: 'promoteMember',
+          summary: 'Promote a learner to a voter (operator), once it has caught up.',
+          description: 'A learner more than 1000 entries behind the commit index, or still receiving a snapshot, is 409 invalid_transition with its lag: a voter that cannot acknowledge would count toward the quorum.',
+          parameters: [pathParam('id', 'The learner\'s node id.')],
+          responses: { 200: json('MembershipChange', 'The learner votes now.'), ...errors(ADMIN_WRITE, ['not_found', 'invalid_transition']) },
+        },
+      },
+      '/admin/v1/cluster/members/{id}': {
+        delete: {
+          operationId: 'removeMember',
+          summary: 'Remove a member (operator), voter or learner; it stops serving and says so in /readyz.',
+          description: 'Removing the primary hands leadership to the most up-to-date other voter first. The last voter is never removed (409 invalid_transition).',
+          parameters: [pathParam('id', 'The member\'s node id.')],
+          responses: { 200: json('MembershipChange', 'The member was removed.'), ...errors(ADMIN_WRITE, ['not_found', 'invalid_transition']) },
         },
       },
       '/admin/v1/log/digest': { get: { operationId: 'getDigest', summary: 'The hash-chain head (ledger digest), the applied index and the state hash.', responses: { 200: json('Digest', 'The digest.'), ...errors(ADMIN_READ) } } },
@@ -375,12 +402,12 @@ export function adminDocument(): Json {
         {
           TrustRootRequest: w.TrustRootRequest, PartyRequest: w.PartyRequest, BindingRequest: w.BindingRequest, AccountRequest: w.AccountRequest,
           UsageRequest: w.UsageRequest, PolicyRequest: w.PolicyRequest, LifecycleRequest: w.LifecycleRequest, DryRunRequest: w.DryRunRequest,
-          TransferRequest: w.TransferRequest,
+          TransferRequest: w.TransferRequest, MemberRequest: w.MemberRequest,
         },
         {
           TrustRoot: w.TrustRootView, Party: w.PartyView, Binding: w.BindingView, AccountBalance: w.AccountBalance,
           AdminUsageReport: w.AdminUsageReport, Policy: w.PolicyView, DryRunReport: w.DryRunReport, Cluster: w.ClusterView,
-          Digest: w.DigestView, Transfer: w.TransferView, Error: w.ErrorBody,
+          Digest: w.DigestView, Transfer: w.TransferView, MembershipChange: w.MembershipChangeView, Error: w.ErrorBody,
         },
       ),
     },

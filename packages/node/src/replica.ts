@@ -26,8 +26,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
-import { checkStart, isEmptyBoot, LevelLogStore, RawNode, seededRandom, type Boot, type ClusterState, type Entry, type Message, type NodeId, type Ready, type Status } from '@apl/raft';
+import {
+  checkStart, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom,
+  type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type Message, type NodeId, type Ready, type Status,
+} from '@apl/raft';
 import { ConfigError } from './config.js';
+import { PROMOTE_LAG_ENTRIES_MAX, readRemoved, writeRemoved, type Removed } from './membership.js';
 import { ApiError } from './errors.js';
 import { startBatch } from './apply-batch.js';
 import { LedgerStore, type SnapshotChunk, type WrapDb } from './ledger-store.js';
@@ -41,7 +45,11 @@ export interface Transport {
 
 export interface ReplicaOptions {
   id: NodeId;
+  /** the voters a new group is bootstrapped with, and each one's context (its addresses, membership.ts). */
   peers: NodeId[];
+  peerContext: Record<NodeId, string>;
+  /** told of every change of the configuration in force (the latest in the log), and once at start. */
+  onMembers?: (conf: ConfState) => void;
   /** the identity checks of a start (see @apl/raft checkStart): this cluster's id, and whether it already runs. */
   clusterId: string;
   clusterState: ClusterState;
@@ -58,6 +66,8 @@ export interface ReplicaOptions {
   transport: Transport;
   /** forwards an operation's bytes to the primary; absent on a standalone node or with forward_writes off. */
   forward?: (leader: NodeId, operation: Uint8Array, timeoutMs: number) => Promise<{ index: number; term: number }>;
+  /** forwards a membership change to the primary; absent on a standalone node. */
+  forwardConfChange?: (leader: NodeId, change: ConfChange, timeoutMs: number) => Promise<{ index: number; term: number }>;
   log: Logger;
   metrics: Metrics;
   /** wraps the state store's database (tests inject faults through it). */
@@ -108,6 +118,9 @@ const RECENT_RESULTS_MAX = 4096;
 const UNCONFIRMED = 'The commit could not be confirmed here; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.';
 const SHUTTING_DOWN = 'The node is shutting down; nothing was recorded. Resubmit to another replica.';
 const CANNOT_WRITE = 'The node cannot write its state; nothing was recorded. Resubmit to another replica.';
+const UNCONFIRMED_CHANGE = 'The membership change could not be confirmed in time; it may or may not have taken effect. GET /admin/v1/cluster shows the members in force.';
+/** The record of a received store that holds the Raft configuration at its index (reconcile reads it). */
+const CONF_RECORD = 'raft/conf';
 
 export class Replica {
   private readonly waiters = new Map<number, Waiter>();
@@ -126,6 +139,12 @@ export class Replica {
   private readonly readPrefix = `${randomBytes(6).toString('hex')}:`;
   private readSeq = 0;
   private pumping = false;
+  /** membership changes waiting for their commit, by index. */
+  private readonly confWaiters = new Map<number, { term: number; resolve: () => void; reject: (e: ApiError) => void; timer: NodeJS.Timeout }>();
+  /** the configuration last told to onMembers. */
+  private conf: ConfState | null = null;
+  /** set once this member applied its own removal: it serves nothing any more. */
+  private removed: Removed | null;
   private failed: Error | null = null;
   private closed = false;
   private timers: NodeJS.Timeout[] = [];
@@ -138,9 +157,11 @@ export class Replica {
     private readonly log: LevelLogStore,
     readonly store: LedgerStore,
     snapshotIndex: number,
+    removed: Removed | null,
   ) {
     this.snapshotIndex = snapshotIndex;
     this.landedIndex = store.position.applied;
+    this.removed = removed;
   }
 
   static async open(opts: ReplicaOptions): Promise<Replica> {
@@ -148,15 +169,18 @@ export class Replica {
     const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
     const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const loaded = await log.load();
-    const configured = { clusterId: opts.clusterId, nodeId: opts.id, members: opts.peers };
-    const check = checkStart({ stored: await log.identity(), configured, clusterState: opts.clusterState, empty: isEmptyBoot(loaded) && store.position.applied === 0 });
+    // A joining member records no bootstrap members: it learns the configuration from the log.
+    const configured = { clusterId: opts.clusterId, nodeId: opts.id, members: opts.clusterState === 'join' ? [] : opts.peers };
+    const stored = await log.identity();
+    const check = checkStart({ stored, configured, clusterState: opts.clusterState, empty: isEmptyBoot(loaded) && store.position.applied === 0 });
     if (!check.ok) {
       await log.close();
       await store.close();
       throw new ConfigError(check.message);
     }
     if (check.bootstrap) await log.bootstrap(configured);
-    const boot = await reconcile(log, loaded, store.position, opts.peers);
+    const bootstrapMembers = (stored ?? configured).members;
+    const boot = await reconcile(log, loaded, store, bootstrapMembers);
     const applied = store.position.applied;
     const compacted = boot.snapshot?.meta.index ?? 0;
     if (applied < compacted) {
@@ -164,11 +188,12 @@ export class Replica {
     }
     const raft = new RawNode({
       id: opts.id,
-      peers: opts.peers,
+      peers: bootstrapMembers,
+      context: Object.fromEntries(bootstrapMembers.map((id) => [id, opts.peerContext[id] ?? ''])),
       electionTicks: opts.raft.election_ticks,
       heartbeatTicks: opts.raft.heartbeat_ticks,
       preVote: true,
-      checkQuorum: opts.peers.length > 1,
+      checkQuorum: true,
       maxInflightMsgs: opts.raft.max_inflight_msgs,
       maxSizePerMsg: opts.raft.max_size_per_msg,
       maxUncommittedEntries: opts.raft.max_uncommitted_entries,
@@ -177,12 +202,15 @@ export class Replica {
       applied,
     }, boot);
     opts.log.info({ event: 'replica_open', applied, commit: boot.hardState.commit, term: boot.hardState.term, last: raft.status().lastIndex }, 'replica opened');
-    return new Replica(opts, raft, log, store, compacted);
+    return new Replica(opts, raft, log, store, compacted, readRemoved(opts.dataDir));
   }
 
   /** Starts the clocks: Raft ticks, and ledger ticks proposed by the primary. */
   start(): void {
-    if (this.opts.peers.length === 1) this.raft.campaign();
+    // A group of one elects itself at once (campaign does nothing for a non-voter).
+    const conf = this.raft.status().conf;
+    if (conf.voters.length === 1 && conf.voters[0] === this.opts.id) this.raft.campaign();
+    this.observeMembers();
     this.timers.push(setInterval(() => {
       this.raft.tick();
       this.kick();
@@ -202,10 +230,18 @@ export class Replica {
     return this.raft.status();
   }
 
-  /** Whether the member serves: open, not failed, a primary known, and the log applied. */
+  /** Whether the member serves: open, not failed, a member, a primary known, and the log applied. */
   ready(): boolean {
     const s = this.raft.status();
-    return !this.closed && this.failed === null && s.leader !== null && this.store.position.applied >= s.commit;
+    return !this.closed && this.failed === null && this.removed === null && isMember(s.conf, this.opts.id) &&
+      s.leader !== null && this.store.position.applied >= s.commit;
+  }
+
+  /** Why the member does not serve as a member, or null: removed, or not yet added. */
+  membership(): string | null {
+    if (this.removed) return `this member was removed from the cluster at index ${this.removed.index}; it serves nothing and may be stopped`;
+    if (!isMember(this.raft.status().conf, this.opts.id)) return 'this member is not in the cluster yet: it waits for an operator to add it (POST /admin/v1/cluster/members at any member)';
+    return null;
   }
 
   /** Hands a message from a peer to Raft. */
@@ -237,7 +273,7 @@ export class Replica {
     const back = decodeOperation(bytes);
     if (!back.ok) return Promise.reject(new UnreadableOperation(back.issues));
     const text = Buffer.from(bytes).toString('utf8');
-    if (this.isLeader() || this.opts.peers.length === 1) return this.proposeHere(bytes, back.value, text);
+    if (this.isLeader()) return this.proposeHere(bytes, back.value, text);
     return this.proposeThroughPrimary(bytes, back.value, text);
   }
 
@@ -326,7 +362,7 @@ export class Replica {
     if (!meta) throw new Error('a snapshot message without metadata');
     if (position.applied < meta.index) throw new Error(`the streamed store is at ${position.applied}, below the snapshot's index ${meta.index}`);
     if (position.applied <= this.store.position.applied) throw new Error(`this member already applied ${this.store.position.applied}, beyond the streamed store's ${position.applied}`);
-    const name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks);
+    const name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks, { [CONF_RECORD]: JSON.stringify(meta.conf) });
     this.received = { name, index: meta.index };
     this.step(m);
   }
@@ -346,14 +382,98 @@ export class Replica {
     this.kick();
   }
 
-  /** The most up-to-date other member, to hand leadership to; null if none is known. */
+  /** The most up-to-date other voter, to hand leadership to; null if none is known. */
   bestTransferee(): NodeId | null {
     const progress = this.raft.status().progress ?? {};
     let best: [NodeId, number] | null = null;
     for (const [id, p] of Object.entries(progress)) {
-      if (id !== this.opts.id && p.recentActive && (best === null || p.match > best[1])) best = [id, p.match];
+      if (id !== this.opts.id && p.voter && p.recentActive && (best === null || p.match > best[1])) best = [id, p.match];
     }
     return best?.[0] ?? null;
+  }
+
+  /**
+   * Changes the membership (add a learner, promote it, remove a member) through the
+   * primary, wherever it is, and resolves once this member has applied the change. A
+   * primary asked to remove itself hands leadership over first, and the change goes to
+   * the next primary.
+   */
+  async changeMembership(change: ConfChange): Promise<{ index: number }> {
+    const refusal = this.refusal();
+    if (refusal) throw refusal;
+    for (let attempt = 0; ; attempt++) {
+      const leader = this.raft.status().leader;
+      try {
+        if (leader === null) throw new NotLeaderError(null);
+        const at = leader === this.opts.id ? await this.appendConfChange(change) : await this.forwardConfChange(leader, change);
+        await this.waitConf(at.index, at.term);
+        return { index: at.index };
+      } catch (err) {
+        if (!(err instanceof NotLeaderError) || attempt >= 2) throw err;
+        await new Promise((r) => setTimeout(r, this.opts.raft.tick_ms * this.opts.raft.election_ticks));
+      }
+    }
+  }
+
+  private forwardConfChange(leader: NodeId, change: ConfChange): Promise<{ index: number; term: number }> {
+    if (!this.opts.forwardConfChange) throw new NotLeaderError(leader);
+    return this.opts.forwardConfChange(leader, change, this.opts.commitTimeoutMs);
+  }
+
+  /**
+   * Appends a membership change here, the primary, and says where. A learner is
+   * promoted only once it has caught up (it would otherwise count toward the quorum
+   * while unable to acknowledge anything new); the primary is removed only after it
+   * handed leadership to another voter.
+   */
+  async appendConfChange(change: ConfChange): Promise<{ index: number; term: number }> {
+    const refusal = this.refusal();
+    if (refusal) throw refusal;
+    const s = this.raft.status();
+    if (s.role !== 'leader') throw new NotLeaderError(s.leader);
+    if (change.type === 'remove' && change.node === this.opts.id) return this.handOverBeforeRemoval();
+    if (change.type === 'promote') {
+      const p = s.progress?.[change.node];
+      const lag = p ? s.commit - p.match : null;
+      if (p && !p.voter && (p.state !== 'replicate' || (lag ?? 0) > PROMOTE_LAG_ENTRIES_MAX)) {
+        throw new ApiError('invalid_transition', `Learner ${change.node} has not caught up (${lag} entries behind, ${p.state}); promote it once GET /admin/v1/cluster shows its lag near 0.`, { id: change.node, lag });
+      }
+    }
+    const r = this.raft.proposeConfChange(change);
+    if (!r.ok) {
+      if (r.code === 'not_leader') throw new NotLeaderError(r.leader);
+      if (r.code === 'conf_change_refused') throw new ApiError('invalid_transition', `The membership change was refused: ${r.message}.`, { id: change.node });
+      throw new ApiError('commit_unavailable', `The membership change could not be proposed now (${r.code}); nothing was changed. Retry.`);
+    }
+    this.opts.log.info({ event: 'membership_proposed', change, index: r.firstIndex, term: r.term }, 'membership change proposed');
+    this.kick();
+    return { index: r.firstIndex, term: r.term };
+  }
+
+  private async handOverBeforeRemoval(): Promise<never> {
+    const to = this.bestTransferee();
+    if (to === null) throw new ApiError('invalid_transition', `${this.opts.id} is the primary and no other voter is caught up to take over; nothing was changed.`, { id: this.opts.id });
+    this.transferLeadership(to);
+    const deadline = Date.now() + this.opts.commitTimeoutMs;
+    while (this.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    throw new NotLeaderError(this.isLeader() ? null : this.raft.status().leader ?? to);
+  }
+
+  /** Waits until this member applied the membership change at (index, term). */
+  private waitConf(index: number, term: number): Promise<void> {
+    const known = this.recent.get(index);
+    if (known) {
+      if (known.term === term) return Promise.resolve();
+      return Promise.reject(new ApiError('gateway_error', 'The membership change was replaced by a new primary before it committed; nothing was changed. Retry.'));
+    }
+    if (this.store.position.applied >= index) return Promise.reject(new ApiError('commit_unavailable', UNCONFIRMED_CHANGE));
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.confWaiters.delete(index);
+        reject(new ApiError('commit_unavailable', UNCONFIRMED_CHANGE));
+      }, this.opts.commitTimeoutMs);
+      this.confWaiters.set(index, { term, resolve, reject, timer });
+    });
   }
 
   /** Resolves once this member has applied everything committed before the call (ReadIndex). */
@@ -392,6 +512,7 @@ export class Replica {
   private refusal(): ApiError | null {
     if (this.closed) return new ApiError('gateway_error', SHUTTING_DOWN);
     if (this.failed) return new ApiError('gateway_error', CANNOT_WRITE);
+    if (this.removed) return new ApiError('gateway_error', 'This member was removed from the cluster; nothing was recorded. Send to another replica.');
     return null;
   }
 
@@ -479,7 +600,7 @@ export class Replica {
     if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
     fresh.forEach((e, k) => this.remember(e, results[k] ?? null));
     landed.then(() => {
-      fresh.forEach((e, k) => this.settle(e, results[k] ?? null));
+      fresh.forEach((e, k) => (e.type === 'conf' ? this.settleConf(e) : this.settle(e, results[k] ?? null)));
       if (fresh.length > 0) {
         this.landedIndex = fresh[fresh.length - 1]!.index;
         for (const l of this.appliedListeners) l();
@@ -506,7 +627,7 @@ export class Replica {
    * an unreadable one is a bug worth shouting about.
    */
   private decode(e: Entry): { op: Operation; text: string } | null {
-    if (e.data.length === 0) return null;
+    if (e.data.length === 0 || e.type === 'conf') return null;
     const w = this.waiters.get(e.index);
     if (w?.term === e.term) return { op: w.op, text: w.text };
     const d = decodeOperation(e.data);
@@ -515,6 +636,28 @@ export class Replica {
       return null;
     }
     return { op: d.value, text: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength).toString('utf8') };
+  }
+
+  /**
+   * A membership change this member applied: it answers the request waiting for it,
+   * and when it removes this member, the member stops serving for good (the marker
+   * survives restarts) and says so in its log and /readyz.
+   */
+  private settleConf(e: Entry): void {
+    const { change, conf } = decodeConfEntry(e.data);
+    this.opts.log.info({ event: 'membership_applied', index: e.index, change, voters: conf.voters, learners: conf.learners }, 'membership change applied');
+    const w = this.confWaiters.get(e.index);
+    if (w) {
+      this.confWaiters.delete(e.index);
+      clearTimeout(w.timer);
+      if (w.term === e.term) w.resolve();
+      else w.reject(new ApiError('gateway_error', 'The membership change was replaced by a new primary before it committed; nothing was changed. Retry.'));
+    }
+    if (!isMember(conf, this.opts.id) && change.node === this.opts.id && this.removed === null) {
+      this.removed = { index: e.index, term: e.term };
+      writeRemoved(this.opts.dataDir, this.removed);
+      this.opts.log.warn({ event: 'member_removed', index: e.index }, 'this member was removed from the cluster: it serves nothing any more and may be stopped');
+    }
   }
 
   /** Answers the proposal waiting at this entry's index, if it is this proposal. */
@@ -541,8 +684,17 @@ export class Replica {
     }
   }
 
+  /** Tells onMembers when the configuration in force changed (the mesh follows it). */
+  private observeMembers(): void {
+    const conf = this.raft.status().conf;
+    if (conf === this.conf) return;
+    this.conf = conf;
+    this.opts.onMembers?.(conf);
+  }
+
   private observe(): void {
     const s = this.raft.status();
+    this.observeMembers();
     if (s.term > this.term) this.onNewTerm(s.term);
     const m = this.opts.metrics;
     m.appliedIndex.set(this.store.position.applied);
@@ -610,6 +762,11 @@ export class Replica {
       w.reject(new ApiError('commit_unavailable', why));
     }
     this.waiters.clear();
+    for (const w of this.confWaiters.values()) {
+      clearTimeout(w.timer);
+      w.reject(new ApiError('commit_unavailable', UNCONFIRMED_CHANGE));
+    }
+    this.confWaiters.clear();
     for (const r of this.reads.values()) {
       clearTimeout(r.timer);
       r.reject(new ApiError('commit_unavailable', 'The read could not be confirmed here; read from another replica.'));
@@ -638,10 +795,14 @@ export class Replica {
  * then the process stopped before Raft wrote the snapshot) gets the snapshot written
  * now: the store's applied index and its entry's term, committed on the primary.
  */
-async function reconcile(log: LevelLogStore, boot: Boot, position: { applied: number; term: number; head: string; stateHash: string }, peers: NodeId[]): Promise<Boot> {
+async function reconcile(log: LevelLogStore, boot: Boot, store: LedgerStore, bootstrapMembers: NodeId[]): Promise<Boot> {
+  const position = store.position;
   const last = (boot.snapshot?.meta.index ?? 0) + boot.entries.length;
   if (position.applied <= last) return boot;
-  const meta = { index: position.applied, term: position.term, members: peers };
+  // The received store holds the configuration of the snapshot it came with.
+  const recorded = await store.record(CONF_RECORD);
+  const conf: ConfState = recorded !== null ? JSON.parse(recorded) as ConfState : (boot.snapshot?.meta.conf ?? { voters: bootstrapMembers, learners: [], context: {} });
+  const meta = { index: position.applied, term: position.term, conf };
   const data = Buffer.from(JSON.stringify({ applied: position.applied, term: position.term, head: position.head, state_hash: position.stateHash }));
   await log.save({ snapshot: { meta, data }, entries: [], hardState: { ...boot.hardState, term: Math.max(boot.hardState.term, position.term), commit: position.applied }, mustSync: true });
   return log.load();

@@ -10,6 +10,7 @@ import {
   TransactionId, UsageId, UsageMove,
 } from '@apl/core';
 import { STATUS } from './errors.js';
+import { MemberAddresses } from './membership.js';
 
 /** The intent envelope of POST /api/v1/intents. `agent` is checked apart (422 invalid_agent_uri). */
 export function intentEnvelope(entriesMax: number) {
@@ -166,6 +167,13 @@ export const TransferView = z.strictObject({
   leader: z.string().nullable().meta({ description: 'The member that leads as the request is answered.' }),
   transferring_to: z.string().nullable().meta({ description: 'The member leadership is being handed to; null when it already leads.' }),
 });
+const MEMBER_ID_PHRASE = 'must be a node id (lowercase letters, digits and -, at most 32)';
+const MemberId = z.string({ error: MEMBER_ID_PHRASE }).regex(/^[a-z0-9][a-z0-9-]{0,31}$/, MEMBER_ID_PHRASE);
+export const MemberRequest = z.strictObject({
+  id: MemberId.meta({ description: 'The new member\'s node id; its peer certificate must name it (CN and DNS SAN).' }),
+  ...MemberAddresses.shape,
+});
+export const MemberParam = z.strictObject({ id: MemberId });
 export const ClusterView = z.strictObject({
   node: z.string(),
   role: z.string(),
@@ -173,10 +181,19 @@ export const ClusterView = z.strictObject({
   leader: z.string().nullable(),
   commit_index: z.number().int(),
   applied_index: z.number().int(),
+  voters: z.array(z.string()).meta({ description: 'The voting members in force: the latest configuration in this replica\'s log.' }),
+  learners: z.array(z.string()).meta({ description: 'Members that receive the log but do not vote, until promoted.' }),
   members: z.array(z.strictObject({
-    id: z.string(), agent_url: z.string().nullable(), role: z.string(),
+    id: z.string(), agent_url: z.string().nullable(), admin_url: z.string().nullable(), peer_addr: z.string().nullable(),
+    role: z.enum(['leader', 'follower', 'learner']),
+    voter: z.boolean(),
     match_index: z.number().int().nullable().meta({ description: 'The highest log index the primary knows the member holds; null unless this replica is the primary.' }),
     lag: z.number().int().nullable().meta({ description: 'Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary.' }),
   })),
+});
+export const MembershipChangeView = ClusterView.extend({
+  change: z.enum(['addLearner', 'promote', 'remove']),
+  id: z.string().meta({ description: 'The member the change names.' }),
+  index: z.number().int().meta({ description: 'The log index of the change, applied on this replica before the answer.' }),
 });
 export const DigestView = z.strictObject({ applied_index: z.number().int(), tick, digest: Sha256Hex, state_hash: Sha256Hex });

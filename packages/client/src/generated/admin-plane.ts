@@ -95,10 +95,70 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Members, roles, term, commit and applied index. */
+        /** Voters, learners, each member's role, addresses and lag, term, commit and applied index. */
         get: operations["getCluster"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/cluster/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a member as a learner (operator): it receives the log, by snapshot when it is far behind, but does not vote until promoted.
+         * @description Start the new member first with cluster_state join (docs/operations.md). Answered once the change is applied on this replica. One change at a time: a change while another is uncommitted, or before a new primary committed an entry of its term, is 409 invalid_transition; retry.
+         */
+        post: operations["addMember"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/cluster/members/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a member (operator), voter or learner; it stops serving and says so in /readyz.
+         * @description Removing the primary hands leadership to the most up-to-date other voter first. The last voter is never removed (409 invalid_transition).
+         */
+        delete: operations["removeMember"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/cluster/members/{id}/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Promote a learner to a voter (operator), once it has caught up.
+         * @description A learner more than 1000 entries behind the commit index, or still receiving a snapshot, is 409 invalid_transition with its lag: a voter that cannot acknowledge would count toward the quorum.
+         */
+        post: operations["promoteMember"];
         delete?: never;
         options?: never;
         head?: never;
@@ -436,18 +496,26 @@ export type components = {
             applied_index: number;
             commit_index: number;
             leader: string | null;
+            /** @description Members that receive the log but do not vote, until promoted. */
+            learners: string[];
             members: {
+                admin_url: string | null;
                 agent_url: string | null;
                 id: string;
                 /** @description Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary. */
                 lag: number | null;
                 /** @description The highest log index the primary knows the member holds; null unless this replica is the primary. */
                 match_index: number | null;
-                role: string;
+                peer_addr: string | null;
+                /** @enum {string} */
+                role: "leader" | "follower" | "learner";
+                voter: boolean;
             }[];
             node: string;
             role: string;
             term: number;
+            /** @description The voting members in force: the latest configuration in this replica's log. */
+            voters: string[];
         };
         Digest: {
             applied_index: number;
@@ -490,6 +558,46 @@ export type components = {
         };
         LifecycleRequest: {
             comment?: string;
+        };
+        MemberRequest: {
+            /** Format: uri */
+            admin_url?: string;
+            /** Format: uri */
+            agent_url: string;
+            /** @description The new member's node id; its peer certificate must name it (CN and DNS SAN). */
+            id: string;
+            peer_addr: string;
+        };
+        MembershipChange: {
+            applied_index: number;
+            /** @enum {string} */
+            change: "addLearner" | "promote" | "remove";
+            commit_index: number;
+            /** @description The member the change names. */
+            id: string;
+            /** @description The log index of the change, applied on this replica before the answer. */
+            index: number;
+            leader: string | null;
+            /** @description Members that receive the log but do not vote, until promoted. */
+            learners: string[];
+            members: {
+                admin_url: string | null;
+                agent_url: string | null;
+                id: string;
+                /** @description Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary. */
+                lag: number | null;
+                /** @description The highest log index the primary knows the member holds; null unless this replica is the primary. */
+                match_index: number | null;
+                peer_addr: string | null;
+                /** @enum {string} */
+                role: "leader" | "follower" | "learner";
+                voter: boolean;
+            }[];
+            node: string;
+            role: string;
+            term: number;
+            /** @description The voting members in force: the latest configuration in this replica's log. */
+            voters: string[];
         };
         Party: {
             id: string;
@@ -1299,6 +1407,400 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+        };
+    };
+    addMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemberRequest"];
+            };
+        };
+        responses: {
+            /** @description The learner was added; the cluster as this replica sees it after the change. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MembershipChange"];
+                };
+            };
+            /** @description `malformed_request` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "malformed_request";
+                    };
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `already_exists`, `invalid_transition` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "already_exists" | "invalid_transition";
+                    };
+                };
+            };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "payload_too_large";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
+            /** @description `gateway_error` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "gateway_error";
+                    };
+                };
+            };
+            /** @description `commit_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "commit_unavailable";
+                    };
+                };
+            };
+        };
+    };
+    removeMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The member's node id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member was removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MembershipChange"];
+                };
+            };
+            /** @description `malformed_request` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "malformed_request";
+                    };
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_found";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `invalid_transition` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "invalid_transition";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
+            /** @description `gateway_error` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "gateway_error";
+                    };
+                };
+            };
+            /** @description `commit_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "commit_unavailable";
+                    };
+                };
+            };
+        };
+    };
+    promoteMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The learner's node id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The learner votes now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MembershipChange"];
+                };
+            };
+            /** @description `malformed_request` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "malformed_request";
+                    };
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "unauthorized";
+                    };
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "forbidden";
+                    };
+                };
+            };
+            /** @description `not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_found";
+                    };
+                };
+            };
+            /** @description `request_timeout` */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `invalid_transition` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "invalid_transition";
+                    };
+                };
+            };
+            /** @description `not_primary` */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "not_primary";
+                    };
+                };
+            };
+            /** @description `gateway_error` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "gateway_error";
+                    };
+                };
+            };
+            /** @description `commit_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "commit_unavailable";
                     };
                 };
             };

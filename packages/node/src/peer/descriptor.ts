@@ -95,6 +95,10 @@ export const PEER_DESCRIPTOR = {
                     "operation": {
                       "type": "bytes",
                       "id": 1
+                    },
+                    "confChange": {
+                      "type": "string",
+                      "id": 2
                     }
                   }
                 },

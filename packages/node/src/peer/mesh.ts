@@ -16,7 +16,7 @@
 import { createSecureContext, type PeerCertificate } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
-import { messageCodec, WireError, type Message, type MessageCodec, type NodeId } from '@apl/raft';
+import { messageCodec, WireError, type ConfChange, type Message, type MessageCodec, type NodeId } from '@apl/raft';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { SnapshotChunk, StorePosition } from '../ledger-store.js';
@@ -37,6 +37,8 @@ export interface MeshHandlers {
   openSnapshot(): Promise<{ position: StorePosition; chunks: AsyncGenerator<SnapshotChunk> }>;
   /** Appends a forwarded operation to the log (primary only) and says where. */
   propose(operation: Uint8Array): Promise<{ index: number; term: number }>;
+  /** Appends a forwarded membership change to the log (primary only) and says where. */
+  proposeConfChange(change: ConfChange): Promise<{ index: number; term: number }>;
   reportSnapshot(to: NodeId, status: 'finish' | 'failure'): void;
   reportUnreachable(to: NodeId): void;
 }
@@ -81,7 +83,7 @@ const types = {
 interface RaftBatch { messages: Uint8Array[] }
 interface WireChunk { message?: Uint8Array; position?: { applied: unknown; term: unknown; stateHash: string } | null; seq: unknown; data: Uint8Array; digest: string }
 interface SnapshotAck { installed: boolean; reason: string }
-interface ProposeRequest { operation: Uint8Array }
+interface ProposeRequest { operation: Uint8Array; confChange?: string }
 interface ProposeReply { index: unknown; term: unknown }
 
 function method<Req, Res>(name: string, requestStream: boolean, req: protobuf.Type, res: protobuf.Type): grpc.MethodDefinition<Req, Res> {
@@ -109,6 +111,8 @@ const MESSAGE_BYTES_MAX = 16 << 20;
 const BATCH_BYTES_MAX = 1 << 20;
 /** after a stream to a peer broke, wait this long before opening another. */
 const RECONNECT_MS = 100;
+/** a removed member's link stays open this long, so the primary can tell it of its removal. */
+const REMOVED_LINK_MS = 15_000;
 const ERROR_KEY = 'apl-error';
 
 /** Server credentials that require a client certificate from the cluster CA and TLS 1.3. */
@@ -134,10 +138,12 @@ export function certificateIdentity(cert: PeerCertificate | undefined, members: 
 
 export class PeerMesh {
   private readonly codec: MessageCodec;
-  private readonly memberIds: ReadonlySet<NodeId>;
+  /** the members in force whose calls are served (membership changes replace it). */
+  private readonly memberIds = new Set<NodeId>();
   private readonly server = new grpc.Server({ 'grpc.max_receive_message_length': MESSAGE_BYTES_MAX, 'grpc.max_send_message_length': MESSAGE_BYTES_MAX });
   private readonly links = new Map<NodeId, Link>();
   private readonly transfers = new Set<NodeId>();
+  private readonly retiring = new Map<NodeId, NodeJS.Timeout>();
   private handlers: MeshHandlers | null = null;
   private closed = false;
   /** the port the listener bound (the configured one, or the one the system chose for 0). */
@@ -145,9 +151,35 @@ export class PeerMesh {
 
   constructor(private readonly o: MeshOptions) {
     this.codec = messageCodec(o.clusterId);
-    this.memberIds = new Set(o.members.map((m) => m.id));
-    for (const m of o.members) {
-      if (m.id !== o.self) this.links.set(m.id, new Link(m, this.clientFor(m), o, () => this.handlers?.reportUnreachable(m.id)));
+    this.setMembers(o.members);
+  }
+
+  /**
+   * Follows the members in force: calls are served only from them, and a link opens to
+   * each new one. A removed member's link stays open a while, so the primary can tell it
+   * of its removal, then closes.
+   */
+  setMembers(members: readonly MeshMember[]): void {
+    this.memberIds.clear();
+    for (const m of members) this.memberIds.add(m.id);
+    for (const m of members) {
+      const link = this.links.get(m.id);
+      if (link && link.member.peer_addr === m.peer_addr) {
+        clearTimeout(this.retiring.get(m.id));
+        this.retiring.delete(m.id);
+        continue;
+      }
+      link?.close();
+      if (m.id !== this.o.self) this.links.set(m.id, new Link(m, this.clientFor(m), this.o, () => this.handlers?.reportUnreachable(m.id)));
+    }
+    for (const [id, link] of this.links) {
+      if (this.memberIds.has(id) || this.retiring.has(id)) continue;
+      this.retiring.set(id, setTimeout(() => {
+        this.retiring.delete(id);
+        if (this.memberIds.has(id)) return;
+        link.close();
+        this.links.delete(id);
+      }, REMOVED_LINK_MS));
     }
   }
 
@@ -177,10 +209,19 @@ export class PeerMesh {
 
   /** Forwards an operation to the primary; resolves with where the primary put it. */
   forward(leader: NodeId, operation: Uint8Array, timeoutMs: number): Promise<{ index: number; term: number }> {
+    return this.callPropose(leader, { operation }, timeoutMs);
+  }
+
+  /** Forwards a membership change to the primary; resolves with where the primary put it. */
+  forwardConfChange(leader: NodeId, change: ConfChange, timeoutMs: number): Promise<{ index: number; term: number }> {
+    return this.callPropose(leader, { operation: new Uint8Array(), confChange: JSON.stringify(change) }, timeoutMs);
+  }
+
+  private callPropose(leader: NodeId, request: ProposeRequest, timeoutMs: number): Promise<{ index: number; term: number }> {
     const link = this.links.get(leader);
     if (!link) return Promise.reject(new ForwardFailed(`${leader} is not a peer`));
     return new Promise((resolve, reject) => {
-      link.client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, { operation }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
+      link.client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
         if (err) {
           const body = err.metadata?.get(ERROR_KEY)[0];
           if (typeof body === 'string') reject(new ForwardRefused(JSON.parse(body) as ForwardRefused['body']));
@@ -194,6 +235,7 @@ export class PeerMesh {
 
   async close(): Promise<void> {
     this.closed = true;
+    for (const t of this.retiring.values()) clearTimeout(t);
     for (const link of this.links.values()) link.close();
     // Peers hold their streams open for as long as they live: a graceful shutdown
     // would wait for them. Raft loses nothing it cannot resend, so cut them.
@@ -288,7 +330,8 @@ export class PeerMesh {
       return;
     }
     try {
-      done(null, await this.handlers!.propose(call.request.operation));
+      const conf = call.request.confChange;
+      done(null, conf ? await this.handlers!.proposeConfChange(parseConfChange(conf)) : await this.handlers!.propose(call.request.operation));
     } catch (err) {
       const body = (err as { body?: unknown }).body ?? { error: 'gateway_error', message: (err as Error).message };
       const metadata = new grpc.Metadata();
@@ -301,10 +344,10 @@ export class PeerMesh {
 
   private clientFor(m: MeshMember): grpc.Client {
     const context = createSecureContext({ ca: this.o.tls.ca, cert: this.o.tls.cert, key: this.o.tls.key, minVersion: 'TLSv1.3' });
-    const members = this.memberIds;
+    const expected = new Set([m.id]);
     const credentials = grpc.credentials.createFromSecureContext(context, {
       // The peer is known by the id its certificate names, whatever address it is reached at.
-      checkServerIdentity: (_host, cert) => (certificateIdentity(cert, members) === m.id ? undefined : new Error(`the certificate at ${m.peer_addr} does not name member ${m.id}`)),
+      checkServerIdentity: (_host, cert) => (certificateIdentity(cert, expected) === m.id ? undefined : new Error(`the certificate at ${m.peer_addr} does not name member ${m.id}`)),
     });
     return new grpc.Client(m.peer_addr, credentials, {
       'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
@@ -369,7 +412,7 @@ class Link {
   readonly client: grpc.Client;
 
   constructor(
-    private readonly member: MeshMember,
+    readonly member: MeshMember,
     client: grpc.Client,
     private readonly o: MeshOptions,
     private readonly unreachable: () => void,
@@ -443,6 +486,15 @@ class Link {
     this.call = call;
     return call;
   }
+}
+
+/** A forwarded ConfChange; a malformed one is refused like a malformed operation. */
+function parseConfChange(text: string): ConfChange {
+  const c = JSON.parse(text) as ConfChange;
+  if (!['addLearner', 'promote', 'remove'].includes(c?.type) || typeof c.node !== 'string' || (c.context !== undefined && typeof c.context !== 'string')) {
+    throw Object.assign(new Error('the forwarded membership change is malformed'), { body: { error: 'malformed_request', message: 'The forwarded membership change is malformed.' } });
+  }
+  return c.context === undefined ? { type: c.type, node: c.node } : { type: c.type, node: c.node, context: c.context };
 }
 
 /** A decoded uint64 (a number, or a Long beyond 32 bits) as a safe integer. */
