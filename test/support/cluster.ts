@@ -55,29 +55,36 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `ids` as one cluster; `env` adds APL_ settings to every member. */
+/**
+ * Starts `ids` as one cluster; `env` adds APL_ settings to every member. `spares` get
+ * ports, a data directory and a certificate but are not started nor listed to the
+ * others: `start(spare)` starts one with cluster_state join, to be added at run time.
+ */
 export async function startCluster(opts: {
   ids?: string[];
+  spares?: string[];
   env?: Record<string, string>;
   clusterId?: string;
   /** the address member `from` reaches member `to` at (a proxy, to partition them); default its peer listener. */
   peerAddr?: (from: string, to: Member) => string | Promise<string>;
 } = {}): Promise<Cluster> {
   const ids = opts.ids ?? ['n1', 'n2', 'n3'];
+  const spares = opts.spares ?? [];
   const certs = testCerts();
   const members: Member[] = [];
-  for (const id of ids) {
+  for (const id of [...ids, ...spares]) {
     const ports = { agent: await freePort(), admin: await freePort(), peer: await freePort() };
     members.push({ id, ports, peer_addr: `127.0.0.1:${ports.peer}`, agent_url: `https://127.0.0.1:${ports.agent}`, admin_url: `https://127.0.0.1:${ports.admin}` });
   }
-  const dirs = Object.fromEntries(ids.map((id) => [id, mkdtempSync(join(tmpdir(), `apl-cluster-${id}-`))]));
+  const dirs = Object.fromEntries([...ids, ...spares].map((id) => [id, mkdtempSync(join(tmpdir(), `apl-cluster-${id}-`))]));
   const issuer = await Issuer.create();
   const processes = new Map<string, NodeProcess>();
   const clients = new Map<string, { agent: Client; admin: Client }>();
   const lists = new Map<string, string>();
-  for (const from of ids) {
+  for (const from of [...ids, ...spares]) {
     const view = [];
-    for (const m of members) {
+    // A spare knows the bootstrap members and itself; the others learn of it from the log.
+    for (const m of members.filter((x) => ids.includes(x.id) || x.id === from)) {
       const peer_addr = m.id !== from && opts.peerAddr ? await opts.peerAddr(from, m) : m.peer_addr;
       view.push({ id: m.id, peer_addr, agent_url: m.agent_url, admin_url: m.admin_url });
     }
@@ -105,7 +112,8 @@ export async function startCluster(opts: {
     return m;
   };
   const start = async (id: string, extra: Record<string, string> = {}) => {
-    const p = await spawnNode(envOf(member(id), extra), { startTimeoutMs: 30_000 });
+    const join: Record<string, string> = spares.includes(id) ? { APL_CLUSTER_STATE: 'join' } : {};
+    const p = await spawnNode(envOf(member(id), { ...join, ...extra }), { startTimeoutMs: 30_000 });
     processes.set(id, p);
     return p;
   };

@@ -22,7 +22,7 @@ let certDir: string | null = null;
 export function testCerts(): { dir: string; ca: string; cert: string; key: string } {
   if (!certDir) {
     certDir = mkdtempSync(join(tmpdir(), 'apl-certs-'));
-    execFileSync('bash', [CERT_SCRIPT, certDir, 'n1', 'n2', 'n3'], { stdio: 'ignore' });
+    execFileSync('bash', [CERT_SCRIPT, certDir, 'n1', 'n2', 'n3', 'n4', 'n5'], { stdio: 'ignore' });
     process.once('exit', () => rmSync(certDir!, { recursive: true, force: true }));
   }
   return { dir: certDir, ca: join(certDir, 'ca.pem'), cert: join(certDir, 'n1.pem'), key: join(certDir, 'n1-key.pem') };
