@@ -2,8 +2,11 @@
 // config files (deploy/n1.json ... n3.json), for machines without a container engine.
 //
 //   npm run cluster                 prepare, start n1..n3, wait until a primary is elected
-//   npm run cluster:stop            stop them (SIGTERM: a primary hands over first)
-//   npm run cluster:prepare         only the CA, node certificates and admin tokens
+//   npm run cluster -- start n4     start the spare n4 (deploy/n4.json, cluster_state join);
+//                                   it waits until an operator adds it (docs/operations.md)
+//   npm run cluster:stop            stop every member started (SIGTERM: a primary hands over first)
+//   npm run cluster -- stop n2      stop only n2
+//   npm run cluster:prepare         only the CA, node certificates (n1..n5) and admin tokens
 //
 // Members already running are left alone, so `npm run cluster` after a member was
 // killed brings back that member only.
@@ -14,7 +17,7 @@
 // overridden with APL_ variables: data and certificates under --dir, every listener
 // on 127.0.0.1, each peer reached at 127.0.0.1 on its configured peer port.
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,15 +25,21 @@ import { parseArgs } from 'node:util';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const IDS = ['n1', 'n2', 'n3'];
+/** spare members (deploy/n4.json, n5.json), started only when named. */
+const SPARES = ['n4', 'n5'];
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: { dir: { type: 'string', default: join(REPO, '.data', 'cluster') }, 'port-offset': { type: 'string', default: '0' } },
 });
 const command = positionals[0] ?? 'start';
+const named = positionals.slice(1);
+for (const id of named) if (![...IDS, ...SPARES].includes(id)) fail(`unknown member ${id}: ${[...IDS, ...SPARES].join(', ')}`);
 const dir = resolve(values.dir);
 const offset = Number(values['port-offset']);
 if (!Number.isInteger(offset) || offset < 0 || offset > 50_000) fail(`--port-offset must be a whole number from 0 to 50000, not ${values['port-offset']}`);
 const pidFile = join(dir, 'pids.json');
+/** the members that ever started from this directory: they restart with cluster_state existing. */
+const startedFile = join(dir, 'started.json');
 const certDir = join(dir, 'certs');
 const tokens = join(dir, 'admin-tokens.json');
 
@@ -40,7 +49,7 @@ await commands[command]();
 
 async function prepare() {
   mkdirSync(dir, { recursive: true });
-  execFileSync('bash', [join(REPO, 'certs', 'dev-certs.sh'), certDir, ...IDS, '--client', 'operator'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync('bash', [join(REPO, 'certs', 'dev-certs.sh'), certDir, ...IDS, ...SPARES, '--client', 'operator'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const { writeDevTokens } = await import(join(REPO, 'packages/node/dist/index.js'));
   writeDevTokens(tokens);
 }
@@ -51,26 +60,36 @@ async function start() {
   const previous = existsSync(pidFile) ? JSON.parse(readFileSync(pidFile, 'utf8')) : {};
   const alive = Object.fromEntries(running(previous));
   await prepare();
-  const configs = IDS.map((id) => JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')));
-  const members = configs[0].members.map((m) => ({
+  const ids = named.length > 0 ? named : IDS;
+  const configs = ids.map((id) => JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')));
+  const local = (list) => list.map((m) => ({
     ...m,
     peer_addr: `127.0.0.1:${Number(m.peer_addr.split(':').pop()) + offset}`,
     agent_url: shift(m.agent_url),
     admin_url: shift(m.admin_url),
   }));
+  const members = local(configs[0].members);
   const pids = { ...alive };
   const started = [];
+  const everStarted = existsSync(startedFile) ? JSON.parse(readFileSync(startedFile, 'utf8')) : [];
+  /** where each started member's log began this time, to read only its own lines. */
+  const logFrom = {};
   for (const c of configs) {
     const id = c.node_id;
     if (alive[id]) continue;
-    const log = openSync(join(dir, `${id}.log`), 'a');
+    const logPath = join(dir, `${id}.log`);
+    logFrom[id] = existsSync(logPath) ? statSync(logPath).size : 0;
+    const log = openSync(logPath, 'a');
     const env = {
       ...process.env,
       APL_HOST: '127.0.0.1',
       APL_AGENT_PORT: String(c.agent_port + offset),
       APL_ADMIN_PORT: String(c.admin_port + offset),
       APL_PEER_PORT: String(c.peer_port + offset),
-      APL_MEMBERS: JSON.stringify(members),
+      APL_MEMBERS: JSON.stringify(local(c.members)),
+      // A member that ran before rejoins a running cluster: if its data is gone, it is
+      // refused rather than bootstrapped afresh (it would forget its votes).
+      ...(everStarted.includes(id) ? { APL_CLUSTER_STATE: 'existing' } : {}),
       APL_DATA_DIR: join(dir, id),
       APL_TLS_CA: join(certDir, 'ca.pem'),
       APL_TLS_CERT: join(certDir, `${id}.pem`),
@@ -83,7 +102,15 @@ async function start() {
     started.push(id);
   }
   writeFileSync(pidFile, `${JSON.stringify(pids, null, 2)}\n`);
-  const leader = await electedLeader(members);
+  const refused = [];
+  for (const id of started) if (!(await listening(id, pids[id], logFrom[id]))) refused.push(id);
+  if (refused.length > 0) {
+    for (const id of refused) console.error(`--- ${id}.log\n${readFileSync(join(dir, `${id}.log`), 'utf8').slice(logFrom[id]).split('\n').slice(-15).join('\n')}`);
+    fail(`${refused.join(', ')} did not start (the log above says why)`);
+  }
+  writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
+  if (configs.every((c) => c.cluster_state === 'join')) return printJoining(configs.map((c) => members.find((m) => m.id === c.node_id) ?? local(c.members).find((m) => m.id === c.node_id)));
+  const leader = await electedLeader(members.filter((m) => IDS.includes(m.id) && pids[m.id] !== undefined));
   const what = started.length === 0 ? 'all three members already run' : `started ${started.join(', ')}`;
   const lines = ['', `agent-plane ledger: a three-node cluster runs from ${dir} (${what}); the primary is ${leader}.`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
@@ -99,12 +126,30 @@ async function start() {
   console.log(lines.join('\n'));
 }
 
+/** A spare started: what to run next to add it. */
+function printJoining(started) {
+  const lines = [''];
+  for (const m of started) {
+    lines.push(
+      `agent-plane ledger: ${m.id} runs from ${join(dir, m.id)} and waits to be added (cluster_state join).`,
+      `  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`,
+      '',
+      'Add it as a learner at any member, then promote it once it has caught up:',
+      `  npm run apl -- cluster add ${m.id} --peer-addr ${m.peer_addr} --agent-url ${m.agent_url} --admin-url ${m.admin_url}`,
+      `  npm run apl -- cluster promote ${m.id}`,
+      '',
+    );
+  }
+  console.log(lines.join('\n'));
+}
+
 async function stop() {
   if (!existsSync(pidFile)) {
     console.log(`no cluster runs from ${dir}`);
     return;
   }
-  const pids = JSON.parse(readFileSync(pidFile, 'utf8'));
+  const all = JSON.parse(readFileSync(pidFile, 'utf8'));
+  const pids = named.length > 0 ? Object.fromEntries(Object.entries(all).filter(([id]) => named.includes(id))) : all;
   for (const [id, pid] of Object.entries(pids)) {
     try {
       process.kill(pid, 'SIGTERM');
@@ -118,19 +163,35 @@ async function stop() {
     console.log(`${id} did not stop in 30 s: killed`);
     process.kill(pids[id], 'SIGKILL');
   }
-  rmSync(pidFile);
+  const left = Object.fromEntries(Object.entries(all).filter(([id]) => !(id in pids)));
+  if (Object.keys(left).length === 0) rmSync(pidFile);
+  else writeFileSync(pidFile, `${JSON.stringify(left, null, 2)}\n`);
   console.log(`stopped ${Object.keys(pids).sort().join(', ')}; data kept in ${dir}`);
 }
 
-/** Waits until every member names the same primary; prints the logs' tails and exits if none is in 30 s. */
+/** Waits until a started member logged that it listens (true) or exited (false). */
+async function listening(id, pid, from) {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (readFileSync(join(dir, `${id}.log`), 'utf8').slice(from).includes('"event":"node_started"')) return true;
+    if (running({ [id]: pid }).length === 0) return false;
+    await sleep(100);
+  }
+  return false;
+}
+
+/**
+ * Waits until the members that answer (a majority of them at least) all name the same
+ * primary; prints the logs' tails and exits if none is in 30 s.
+ */
 async function electedLeader(members) {
   const token = JSON.parse(readFileSync(tokens, 'utf8'))['dev-author'].token;
   const ca = readFileSync(join(certDir, 'ca.pem'));
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
-    const views = await Promise.all(members.map((m) => get(`${m.admin_url}/admin/v1/cluster`, token, ca).catch(() => null)));
-    const leaders = new Set(views.map((v) => v?.leader ?? null));
-    if (leaders.size === 1 && !leaders.has(null)) return [...leaders][0];
+    const views = (await Promise.all(members.map((m) => get(`${m.admin_url}/admin/v1/cluster`, token, ca).catch(() => null)))).filter(Boolean);
+    const leaders = new Set(views.map((v) => v.leader ?? null));
+    if (views.length > members.length / 2 && leaders.size === 1 && !leaders.has(null)) return [...leaders][0];
     await sleep(200);
   }
   for (const m of members) console.error(`--- ${m.id}.log\n${readFileSync(join(dir, `${m.id}.log`), 'utf8').split('\n').slice(-15).join('\n')}`);

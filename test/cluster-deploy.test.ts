@@ -21,14 +21,15 @@ import { TOKENS, startTestNode, testCerts } from './support/node.js';
 t.setTimeout(180_000);
 
 const IDS = ['n1', 'n2', 'n3'];
-const compose = parse(readFileSync(join(REPO, 'docker-compose.yml'), 'utf8')) as { services: Record<string, { hostname?: string; ports?: string[]; volumes?: string[] }> };
-const configs = Object.fromEntries(IDS.map((id) => [id, ConfigSchema.parse(JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')))]));
+const SPARES = ['n4', 'n5'];
+const compose = parse(readFileSync(join(REPO, 'docker-compose.yml'), 'utf8')) as { services: Record<string, { hostname?: string; ports?: string[]; volumes?: string[]; profiles?: string[] }> };
+const configs = Object.fromEntries([...IDS, ...SPARES].map((id) => [id, ConfigSchema.parse(JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')))]));
 const dockerfile = readFileSync(join(REPO, 'deploy', 'Dockerfile'), 'utf8');
 
 t.test('docker-compose.yml and deploy/ agree', async (t) => {
-  t.same(Object.keys(compose.services).sort(), IDS, 'one service per config');
+  t.same(Object.keys(compose.services).sort(), [...IDS, ...SPARES], 'one service per config');
   t.match(dockerfile, /CMD \["--config", "\/etc\/apl\/config.json"\]/, 'the image reads /etc/apl/config.json');
-  for (const id of IDS) {
+  for (const id of [...IDS, ...SPARES]) {
     const c = configs[id]!;
     const s = compose.services[id]!;
     const mounts = Object.fromEntries((s.volumes ?? []).map((v) => {
@@ -50,10 +51,17 @@ t.test('docker-compose.yml and deploy/ agree', async (t) => {
     const self = c.members.find((m) => m.id === id)!;
     t.equal(Number(new URL(self.agent_url).port), c.agent_port, `${id}: advertises the agent port it publishes`);
     t.equal(Number(new URL(self.admin_url!).port), c.admin_port, `${id}: and the admin port`);
-    t.same(c.members, configs.n1!.members, `${id}: the same member list`);
+    if (SPARES.includes(id)) {
+      t.same(s.profiles, ['spare'], `${id}: a spare, started only by name`);
+      t.equal(c.cluster_state, 'join', `${id}: joins a running cluster`);
+      t.same(c.members, [...configs.n1!.members, self], `${id}: knows the bootstrap members and itself`);
+    } else {
+      t.equal(s.profiles, undefined, `${id}: started by docker compose up`);
+      t.same(c.members, configs.n1!.members, `${id}: the same member list`);
+    }
     t.equal(c.cluster_id, configs.n1!.cluster_id, `${id}: the same cluster id`);
   }
-  for (const m of configs.n1!.members) {
+  for (const m of [...configs.n1!.members, ...SPARES.map((id) => configs[id]!.members.at(-1)!)]) {
     const [host, port] = m.peer_addr.split(':');
     t.equal(host, m.id, `${m.id} is reached by its service name`);
     t.equal(Number(port), configs[m.id]!.peer_port, `${m.id} is reached on the peer port it listens on`);
@@ -62,7 +70,7 @@ t.test('docker-compose.yml and deploy/ agree', async (t) => {
 
 /** A port offset that leaves all nine of the configs' ports free on 127.0.0.1. */
 async function freeOffset(): Promise<number> {
-  const ports = IDS.flatMap((id) => [configs[id]!.agent_port, configs[id]!.admin_port, configs[id]!.peer_port]);
+  const ports = [...IDS, ...SPARES].flatMap((id) => [configs[id]!.agent_port, configs[id]!.admin_port, configs[id]!.peer_port]);
   for (let attempt = 0; attempt < 50; attempt++) {
     const offset = 10_000 + Math.floor(Math.random() * 40_000);
     if ((await Promise.all(ports.map((p) => isFree(p + offset)))).every(Boolean)) return offset;
@@ -97,9 +105,22 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   await new Promise((r) => setTimeout(r, 200));
   const back = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(back, /\(started n2\)/, 'after a kill, start brings back only the missing member');
+  // A member that ran before and lost its data is refused, not bootstrapped afresh.
+  const n3 = (JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>).n3!;
+  process.kill(n3, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 200));
+  rmSync(join(dir, 'n3'), { recursive: true, force: true });
+  const wiped = spawnSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.equal(wiped.status, 1, 'start fails when a member is refused');
+  t.match(wiped.stderr, /n3 did not start/, 'and names it');
+  t.match(wiped.stderr, /member n3 has an empty store, but its configuration says cluster "apl-dev-cluster" already runs/, 'with the reason from its log');
+  // A spare starts on its own and says how to add it.
+  const spare = execFileSync(process.execPath, [script, 'start', 'n4', ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.match(spare, /n4 runs from .* and waits to be added \(cluster_state join\)/);
+  t.match(spare, new RegExp(`cluster add n4 --peer-addr 127\\.0\\.0\\.1:${configs.n4!.peer_port + offset}`), 'with the command that adds it');
   pids.splice(0, pids.length, ...Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>));
   const stop = execFileSync(process.execPath, [script, 'stop', ...args], { encoding: 'utf8', timeout: 60_000 });
-  t.match(stop, /stopped n1, n2, n3/);
+  t.match(stop, /stopped n1, n2, n4/, "every member that runs (n3 was refused)");
   for (const pid of pids) t.notOk(alive(pid), `process ${pid} is gone`);
 });
 
