@@ -369,8 +369,8 @@ t.test('GET /admin/v1/cluster reports the single member', async (t) => {
   t.ok(term >= 1);
   t.equal(applied_index, commit_index, 'everything committed is applied');
   t.strictSame(r.body, {
-    node: 'n1', role: 'leader', term, leader: 'n1', commit_index, applied_index,
-    members: [{ id: 'n1', agent_url: n.node.agentUrl, role: 'leader', match_index: commit_index, lag: 0 }],
+    node: 'n1', role: 'leader', term, leader: 'n1', commit_index, applied_index, voters: ['n1'], learners: [],
+    members: [{ id: 'n1', agent_url: n.node.agentUrl, admin_url: n.node.adminUrl, peer_addr: null, role: 'leader', voter: true, match_index: commit_index, lag: 0 }],
   });
 });
 
@@ -378,7 +378,7 @@ t.test('transfer-leadership on a group of one: to itself changes nothing (200), 
   const self = await n.adm('operator', 'POST', '/admin/v1/cluster/transfer-leadership', { to: 'n1' });
   t.equal(self.status, 200);
   t.strictSame(self.body, { leader: 'n1', transferring_to: null });
-  await refused(t, 'operator', 'POST', '/admin/v1/cluster/transfer-leadership', { to: 'n9' }, 409, { error: 'invalid_transition', message: 'n9 is not a member of the group (members: n1).', id: 'n9' });
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/transfer-leadership', { to: 'n9' }, 409, { error: 'invalid_transition', message: 'n9 is not a voter of the group (voters: n1).', id: 'n9' });
   await refused(t, 'operator', 'POST', '/admin/v1/cluster/transfer-leadership', { to: '' }, 400, {
     error: 'malformed_request', message: 'The transfer request is not valid.', issues: [{ path: 'to', message: 'must be a member id' }],
   });
@@ -386,6 +386,33 @@ t.test('transfer-leadership on a group of one: to itself changes nothing (200), 
   t.equal(cluster.body.role, 'leader', 'still the primary');
   const write = await n.api('POST', '/api/v1/intents', { body: envelope(att, { transaction: 'txn_adm_after_transfer', minor: 10 }) });
   t.equal(write.body.verdict, 'Permitted', 'and it still takes writes');
+});
+
+t.test('membership changes on a group of one: refused with the reason, and bad input changes nothing', async (t) => {
+  const before = await digest();
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members', { id: 'n2', peer_addr: '127.0.0.1:7444', agent_url: 'https://127.0.0.1:8444' }, 409, {
+    error: 'invalid_transition', message: 'A standalone node has no cluster membership to change: run members with peers (docs/cluster.md).',
+  });
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members', { id: 'n1', peer_addr: '127.0.0.1:7444', agent_url: 'https://127.0.0.1:8444' }, 409, {
+    error: 'already_exists', message: 'n1 is already a member of the cluster.', id: 'n1',
+  });
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members', { id: 'N 2', peer_addr: 'nowhere', agent_url: 'x' }, 400, {
+    error: 'malformed_request', message: 'The member request is not valid.', issues: [
+      { path: 'id', message: 'must be a node id (lowercase letters, digits and -, at most 32)' },
+      { path: 'peer_addr', message: 'must be host:port' },
+      { path: 'agent_url', message: 'Invalid URL' },
+    ],
+  });
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members/n7/promote', undefined, 404, {
+    error: 'not_found', message: 'n7 is not a member of the cluster; add it first (POST /admin/v1/cluster/members).', id: 'n7',
+  });
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members/n1/promote', undefined, 409, { error: 'invalid_transition', message: 'n1 is already a voter.', id: 'n1' });
+  await refused(t, 'operator', 'DELETE', '/admin/v1/cluster/members/n7', undefined, 404, { error: 'not_found', message: 'n7 is not a member of the cluster.', id: 'n7' });
+  for (const [method, path] of [['DELETE', '/admin/v1/cluster/members/n7'], ['POST', '/admin/v1/cluster/members/n7/promote']] as const) {
+    await refused(t, 'author', method, path, undefined, 403, { error: 'forbidden', message: 'alice may not change the cluster\'s membership (it needs the operator role).' });
+  }
+  t.equal((await digest()).digest, before.digest, 'nothing was recorded');
+  t.same((await n.adm('operator', 'GET', '/admin/v1/cluster')).body.voters, ['n1'], 'the member list is unchanged');
 });
 
 t.test('every admin mutation goes through the log with its principal; the digest moves only when something took effect', async (t) => {

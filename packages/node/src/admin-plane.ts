@@ -220,20 +220,26 @@ export function adminApp(o: AdminOptions): express.Express {
   };
   app.get('/admin/v1/cluster', (_req, res) => sendJson(res, 200, clusterView()));
   // Membership changes: each one an entry of the log, answered once it is applied here.
-  const changeMembers = async (res: Response, change: ConfChange, status: number) => {
+  const operator = (res: Response): Principal => {
     const by = res.locals.principal as Principal;
     if (!by.roles.includes('operator')) throw new ApiError('forbidden', `${by.name} may not change the cluster's membership (it needs the operator role).`);
+    return by;
+  };
+  const changeMembers = async (res: Response, change: ConfChange, status: number) => {
+    const by = operator(res);
     const { index } = await o.node.changeMembership(change);
     o.log.info({ event: 'membership_changed', by: by.name, change: { type: change.type, node: change.node }, index }, 'membership changed');
     sendJson(res, status, { change: change.type, id: change.node, index, ...clusterView() });
   };
   app.post('/admin/v1/cluster/members', ...body, async (req, res) => {
+    operator(res);
     const r = parseRequest(MemberRequest, req.body, 'member request');
     const { members } = o.node.cluster();
     if (members.some((m) => m.id === r.id)) throw new ApiError('already_exists', `${r.id} is already a member of the cluster.`, { id: r.id });
     await changeMembers(res, { type: 'addLearner', node: r.id, context: memberContext(r) }, 201);
   });
   app.post('/admin/v1/cluster/members/:id/promote', async (req, res) => {
+    operator(res);
     const { id } = parseRequest(MemberParam, req.params, 'member');
     const { status } = o.node.cluster();
     if (!status.conf.learners.includes(id)) {
@@ -244,6 +250,7 @@ export function adminApp(o: AdminOptions): express.Express {
     await changeMembers(res, { type: 'promote', node: id }, 200);
   });
   app.delete('/admin/v1/cluster/members/:id', async (req, res) => {
+    operator(res);
     const { id } = parseRequest(MemberParam, req.params, 'member');
     const { status } = o.node.cluster();
     if (!status.conf.voters.includes(id) && !status.conf.learners.includes(id)) throw new ApiError('not_found', `${id} is not a member of the cluster.`, { id });

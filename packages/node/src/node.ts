@@ -302,7 +302,13 @@ function answerParseErrors(server: Server): void {
       if (starts.get(socket) === null) starts.set(socket, chunk.subarray(0, 5).toString('latin1'));
     });
   });
-  server.on('request', (req, res) => res.once('finish', () => starts.set(req.socket, null)));
+  // A response may finish before its request's body is all in (an early refusal): the
+  // rest of the body arrives after, so the next request begins only once both are done.
+  server.on('request', (req, res) => {
+    const reset = () => starts.set(req.socket, null);
+    res.once('finish', reset);
+    req.once('end', reset);
+  });
   server.on('clientError', (err: Error & { rawPacket?: Buffer }, socket) => {
     if (!socket.writable) {
       socket.destroy();

@@ -727,8 +727,10 @@ export class Replica {
    */
   private async maybeCompact(): Promise<void> {
     const pos = this.store.position;
-    // The log keeps a tail of catch-up entries before the applied index.
-    const index = pos.applied - this.opts.snapshotCatchupEntries;
+    // The log keeps a tail of catch-up entries before the applied index. A store
+    // received from the primary may be ahead of the snapshot Raft accepted with it, and
+    // Raft compacts only what it has applied itself.
+    const index = Math.min(pos.applied - this.opts.snapshotCatchupEntries, this.raft.status().applied);
     if (index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) return;
     await this.store.sync();
     const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };

@@ -16,9 +16,9 @@ import { assert } from './assert.js';
 import type { ConfChange, ConfState, Entry, NodeId } from './types.js';
 
 export function confState(voters: readonly NodeId[], learners: readonly NodeId[] = [], context: Record<NodeId, string> = {}): ConfState {
-  const ids = new Set([...voters, ...learners]);
-  const ctx: Record<NodeId, string> = {};
-  for (const id of [...ids].sort()) if (context[id] !== undefined) ctx[id] = context[id] as string;
+  const ids = [...new Set([...voters, ...learners])].sort();
+  // Object.fromEntries defines own properties, so even an id such as `__proto__` is a key.
+  const ctx: Record<NodeId, string> = Object.fromEntries(ids.filter((id) => Object.hasOwn(context, id)).map((id) => [id, context[id] as string]));
   return { voters: [...voters].sort(), learners: [...learners].sort(), context: ctx };
 }
 

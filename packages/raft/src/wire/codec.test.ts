@@ -125,6 +125,10 @@ t.test('malformed input is refused with a WireError', async (t) => {
 t.test('snapshot metadata round-trips on its own', async (t) => {
   const meta = { index: 2 ** 53 - 1, term: 7, conf: { voters: ['n1', 'n2', 'n3'], learners: ['n4'], context: { n1: 'a', n4: 'd' } } };
   t.same(decodeSnapshotMeta(encodeSnapshotMeta(meta)), meta);
+  // A member id is any non-empty string, `__proto__` too: it stays a key of its own.
+  const odd = { index: 1, term: 1, conf: { voters: ['__proto__', 'constructor'], learners: [], context: Object.fromEntries([['__proto__', 'a'], ['constructor', 'b']]) } };
+  const back = decodeSnapshotMeta(encodeSnapshotMeta(odd));
+  t.same(Object.entries(back.conf.context), [['__proto__', 'a'], ['constructor', 'b']]);
   t.throws(() => decodeSnapshotMeta(new Uint8Array([0xff])), { code: 'malformed' });
 });
 

@@ -143,8 +143,7 @@ function snapshotFromWire(w: Decoded): Snapshot {
 function metaFromWire(w: Decoded): SnapshotMeta {
   const voters = (w.voters as string[]).map((id) => nodeId(id, 'voter'));
   const learners = (w.learners as string[]).map((id) => nodeId(id, 'learner'));
-  const context: Record<string, string> = {};
-  for (const [id, v] of Object.entries((w.context ?? {}) as Record<string, string>)) context[nodeId(id, 'member')] = String(v);
+  const context = Object.fromEntries(Object.entries((w.context ?? {}) as Record<string, string>).map(([id, v]) => [nodeId(id, 'member'), String(v)]));
   return { index: safe(w.index, 'snapshot index'), term: safe(w.term, 'snapshot term'), conf: confState(voters, learners, context) };
 }
 
