@@ -24,7 +24,7 @@ function fired(f: () => void): CheckerName | 'none' {
 /** a healthy three-node group with a committed proposal, and a checker that has seen it. */
 function healthy(): { net: Network; checker: Checker } {
   const net = new Network(['a', 'b', 'c']);
-  const checker = new Checker(2);
+  const checker = new Checker(['a', 'b', 'c']);
   net.campaign('a');
   net.propose('a', 'x');
   checker.afterStep(views(net));
@@ -63,7 +63,7 @@ t.test('leader completeness: a later leader without a committed entry', async (t
 });
 
 t.test('state machine safety: two nodes apply different entries at one index', async (t) => {
-  const checker = new Checker(2);
+  const checker = new Checker(['a', 'b', 'c']);
   checker.onApply('a', { index: 1, term: 1, data: bytes('x') }, 7);
   t.equal(fired(() => checker.onApply('b', { index: 1, term: 1, data: bytes('y') }, 7)), 'stateMachineSafety');
   t.equal(fired(() => checker.onApply('b', { index: 1, term: 1, data: bytes('x') }, 8)), 'stateMachineSafety');
@@ -83,7 +83,7 @@ t.test('durability: an acknowledged entry on fewer than a quorum of disks', asyn
 });
 
 t.test('linearizable read: an answer older than an acknowledged write', async (t) => {
-  const checker = new Checker(2);
+  const checker = new Checker(['a', 'b', 'c']);
   checker.onAck({ index: 5, term: 1, data: bytes('x') });
   checker.onReadAsked('r1');
   t.equal(fired(() => checker.onReadAnswered('a', { index: 4, context: bytes('r1') })), 'linearizableRead');
