@@ -5,7 +5,7 @@
 // - electionSafety: at most one leader per term (Raft §5.2), over every member that ever
 //   existed: one that joined later, one that was removed, one that restarted.
 // - logMatching: an (index, term) pair names one entry, with one predecessor term, in
-//   every log; within a log, terms never decrease (§5.3).
+//   every log (what each node holds durably); within a log, terms never decrease (§5.3).
 // - leaderCompleteness: a leader of term T holds every entry committed in a term < T (§5.4).
 // - stateMachineSafety: every node applies the same entry at an index, in index order,
 //   reaching the same state; committed entries never differ between nodes (§5.4.3).
@@ -152,7 +152,14 @@ export class Checker {
     this.checkCompleteness(id, node);
   }
 
-  /** checkLog inspects only entries that changed since the last step (new Entry objects). */
+  /**
+   * checkLog inspects only entries that changed since the last step (new Entry objects),
+   * and only durable ones. An entry a node holds only in memory was neither stored nor
+   * sent (the caller sends after persisting), and a crash makes it never have existed:
+   * a leader alone in its configuration elects itself without a message, and if it
+   * crashes before its term is durable it may lead that term again after its restart
+   * and fill the same indexes anew, with nobody having seen the first ones.
+   */
   private checkLog(id: NodeId, node: RawNode): void {
     const log = node.raft.log;
     let sh = this.shadows.get(id);
@@ -161,7 +168,7 @@ export class Checker {
       this.shadows.set(id, sh);
     }
     const off = log.offset;
-    const last = log.lastIndex();
+    const last = log.persisted;
     let k = last;
     for (; k > off; k--) {
       const e = log.entries[k - off - 1] as Entry;
