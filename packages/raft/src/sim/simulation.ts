@@ -23,7 +23,7 @@ import { RaftInvariantError } from '../assert.js';
 import { RawNode } from '../rawnode.js';
 import { MemoryLogStore } from '../storage.js';
 import type { Boot, ConfChange, ConfState, Config, Entry, Message, NodeId, Ready, Snapshot } from '../types.js';
-import { decodeConfEntry, members } from '../membership.js';
+import { applyChange, decodeConfEntry, members } from '../membership.js';
 import { Checker, entryKey, Violation, type CheckerName } from './checker.js';
 import { Prng } from './prng.js';
 import { messageCodec } from '../wire/codec.js';
@@ -161,6 +161,7 @@ type Event =
   | { kind: 'probe' }
   | { kind: 'cut'; id: NodeId }
   | { kind: 'member'; eager: NodeId | null; gen: number }
+  | { kind: 'takeover'; id: NodeId; gen: number }
   | { kind: 'crashAt'; id: NodeId; gen: number }
   | { kind: 'split' }
   | { kind: 'decommission'; id: NodeId; told: boolean };
@@ -285,6 +286,8 @@ class Simulation {
   private removeNext: NodeId | null = null;
   /** members whose removal is committed. */
   private readonly removed = new Set<NodeId>();
+  /** the latest leader cut off right after appending a change (its incarnation, term and the change's index). */
+  private cutChange: { leader: NodeId; gen: number; term: number; index: number } | null = null;
   /**
    * snapshot transfers in flight, by `${from}#${incarnation}>${to}`: a process's transport
    * runs one per peer at a time, as the node's mesh does; a restarted process has a new one.
@@ -447,6 +450,8 @@ class Simulation {
         return this.onCut(ev.id);
       case 'member':
         return this.onMember(ev.eager, ev.gen);
+      case 'takeover':
+        return this.onTakeover(ev.id, ev.gen);
       case 'crashAt':
         return this.onCrashAt(ev.id, ev.gen);
       case 'split':
@@ -816,14 +821,22 @@ class Simulation {
     }
     if (s === null || s.node?.raft.role !== 'leader' || s.pausedUntil > this.now) return;
     this.trace(`member ${s.id}${eager === null ? '' : ' eager'}`);
-    // Back to back: a second change at once, which the leader must refuse until the first commits.
-    if (this.proposeChange(s) && this.memberRng.chance(0.3)) this.proposeChange(s);
+    const before = s.node.raft.conf;
+    if (this.proposeChange(s)) {
+      // Back to back: a second change at once, which the leader must refuse until the
+      // first commits; the operator picks the most dangerous one there is.
+      if (this.memberRng.chance(0.3)) this.proposeChange(s, this.dangerousChange(s, null, before));
+      this.afterChange(s, before);
+    }
     this.pump(s);
   }
 
-  /** proposeChange proposes the operator's next change at leader `s`; returns whether the leader accepted it. */
-  private proposeChange(s: Slot): boolean {
-    const change = this.chooseChange(s);
+  /**
+   * proposeChange proposes the operator's next change at leader `s` (`chosen`, or one
+   * chooseChange picks); returns whether the leader accepted it.
+   */
+  private proposeChange(s: Slot, chosen: ConfChange | null = null): boolean {
+    const change = chosen ?? this.chooseChange(s);
     if (change === null) return false;
     // The leader is never removed while it leads: half the time the operator hands over
     // first, and removes it at the next leader; otherwise the refusal is the answer.
@@ -845,7 +858,6 @@ class Simulation {
       this.counts.removesProposed++;
       target.leaving = true;
     }
-    this.afterChange(s);
     return true;
   }
 
@@ -867,6 +879,7 @@ class Simulation {
     const options: [weight: number, choose: () => ConfChange | null][] = [];
     const joiner = this.joiner(conf);
     if (joiner !== null) options.push([conf.learners.length < 2 ? 3 : 1, () => ({ type: 'addLearner', node: joiner, context: `addr-${joiner}` })]);
+    const voters = conf.voters.length;
     const learners = conf.learners.filter((id) => !this.lost(id));
     if (learners.length > 0) {
       options.push([3, () => {
@@ -877,8 +890,11 @@ class Simulation {
     }
     const removable = members(conf).filter((id) => this.canRemove(conf, id));
     const wiped = removable.filter((id) => this.lost(id));
+    const removableVoters = removable.filter((id) => conf.voters.includes(id));
+    const removableLearners = removable.filter((id) => conf.learners.includes(id));
     if (wiped.length > 0) options.push([10, () => ({ type: 'remove', node: f.pick(wiped) })]);
-    if (removable.length > 0) options.push([conf.voters.length >= 4 ? 3 : 1, () => ({ type: 'remove', node: f.pick(removable) })]);
+    if (removableVoters.length > 0) options.push([voters >= 4 ? 3 : 1, () => ({ type: 'remove', node: f.pick(removableVoters) })]);
+    if (removableLearners.length > 0) options.push([1, () => ({ type: 'remove', node: f.pick(removableLearners) })]);
     if (options.length === 0) return null;
     let roll = f.float() * options.reduce((n, [w]) => n + w, 0);
     for (const [weight, choose] of options) {
@@ -936,19 +952,32 @@ class Simulation {
   }
 
   /**
-   * afterChange: what may strike a change just appended (with faults on). The leader
-   * crashes before the change commits; or it is cut off at once from everyone but
-   * perhaps one member, so that the change reaches almost nobody and the next leader
-   * does not hold it (the setting of the 2015 correction); or the group splits in two
-   * soon after, each side perhaps with another configuration.
+   * afterChange: what may strike a change just appended (with faults on); `before` is
+   * the leader's configuration before it. The leader crashes before the change commits;
+   * or it is cut off at once from everyone but perhaps one member, so that the change
+   * reaches almost nobody and the next leader does not hold it; or the group splits in
+   * two soon after, each side perhaps with another configuration. The cut is likeliest
+   * when the change moved the voters away from an even number: that is the setting of the
+   * 2015 correction, where a change made on the old voters by the next leader may have
+   * a majority that does not overlap one of this change (see onTakeover).
    */
-  private afterChange(s: Slot): void {
+  private afterChange(s: Slot, before: ConfState): void {
     if (!(this.opts.faults ?? true) || this.now < this.quietUntil) return;
     const f = this.memberRng;
+    const r = (s.node as RawNode).raft;
+    // Changes that moved the voters by more than one (a leader that accepted a second
+    // change before the first committed) may leave two majorities that do not overlap:
+    // the adversary splits the group along them at once. One change at a time never
+    // gives it the chance.
+    const split = this.disjointQuorums(s.id, r.conf, null, before);
+    if (split !== null) return this.splitAlong(split);
+    const moved = r.conf.voters.join() !== before.voters.join();
+    const cut = !moved ? 0.1 : before.voters.length % 2 === 0 ? 0.6 : 0.2;
     const roll = f.float();
     if (roll < 0.15) {
       this.schedule(this.now + f.int(1, 30), { kind: 'crashAt', id: s.id, gen: s.gen });
-    } else if (roll < 0.35) {
+    } else if (roll < 0.15 + cut) {
+      this.cutChange = { leader: s.id, gen: s.gen, term: r.term, index: r.confs.lastIndex() };
       this.cutOff(s.id);
       const peers = this.present().filter((id) => id !== s.id);
       const peer = peers.length > 0 && f.chance(0.5) ? f.pick(peers) : null;
@@ -956,10 +985,93 @@ class Simulation {
         this.blocked.delete(`${s.id}>${peer}`);
         this.blocked.delete(`${peer}>${s.id}`);
       }
+      // No other fault meanwhile: the others elect a leader without the change.
+      this.quietUntil = this.now + 2 * this.knobs.electionTicks * TICK;
       this.trace(`cut ${s.id} after its change${peer === null ? '' : `, but for ${peer}`}`);
-    } else if (roll < 0.5) {
+    } else if (roll < 0.3 + cut) {
       this.schedule(this.now + f.int(1, 20), { kind: 'split' });
     }
+  }
+
+  /**
+   * takingOver: `s` has just won a term after the latest leader that was cut off with a
+   * change, and its log lacks that change, which is still uncommitted in the old
+   * leader's log: two sets of voters are in play.
+   */
+  private takingOver(s: Slot): boolean {
+    const c = this.cutChange;
+    const r = s.node?.raft;
+    if (c === null || r === undefined || c.leader === s.id || r.term <= c.term || r.log.term(c.index) === c.term) return false;
+    const old = this.slot(c.leader).node?.raft;
+    if (this.slot(c.leader).gen !== c.gen || old === undefined || old.log.term(c.index) !== c.term || old.log.committed >= c.index) return false;
+    return old.conf.voters.join() !== r.conf.voters.join();
+  }
+
+  /**
+   * onTakeover plays the setting of the 2015 correction to §4.1. Leader L1 appended a
+   * change and was cut off before it spread; L2 won without it. The operator proposes a
+   * change at L2 before L2 has committed anything (the library must refuse it), and the
+   * network splits at once, before L2's first entries leave: L2 with a quorum of its
+   * configuration on one side, L1 with a quorum of its own on the other, if the two
+   * configurations allow such a split. With one change at a time after a commit of the
+   * leader's term they never do; a library that accepted the change could commit it on
+   * L2's side while L1 is elected on the other.
+   */
+  private onTakeover(id: NodeId, gen: number): void {
+    const s = this.slot(id);
+    const c = this.cutChange;
+    if (this.phase !== 'faults' || c === null || s.gen !== gen || s.node?.raft.role !== 'leader' || !this.takingOver(s)) return;
+    this.cutChange = null;
+    const old = (this.slot(c.leader).node as RawNode).raft.conf;
+    this.trace(`takeover ${id} [${s.node.raft.conf.voters}] from ${c.leader} [${old.voters}]`);
+    this.proposeChange(s, this.dangerousChange(s, c.leader, old));
+    const split = this.disjointQuorums(id, s.node.raft.conf, c.leader, old);
+    if (split !== null) this.splitAlong(split);
+    this.pump(s);
+  }
+
+  /** splitAlong cuts `side` off from the rest, and lets nothing else happen for three election timeouts. */
+  private splitAlong(side: Set<NodeId>): void {
+    this.blocked.clear();
+    for (const a of side) for (const b of this.ids) if (!side.has(b)) this.blocked.add(`${a}>${b}`).add(`${b}>${a}`);
+    this.quietUntil = this.now + 3 * this.knobs.electionTicks * TICK;
+    this.trace(`split [${[...side]}] from the rest`);
+  }
+
+  /**
+   * dangerousChange is a change at `s` whose configuration admits a quorum disjoint from
+   * one of `old` (holding `oldLeader`, if not null), if the operator's choices hold one;
+   * else null. An adversary picks it; one change at a time after a commit makes it harmless.
+   */
+  private dangerousChange(s: Slot, oldLeader: NodeId | null, old: ConfState): ConfChange | null {
+    const conf = (s.node as RawNode).raft.conf;
+    const candidates: ConfChange[] = [
+      ...conf.learners.filter((id) => !this.lost(id)).map((id): ConfChange => ({ type: 'promote', node: id })),
+      ...conf.voters.filter((id) => id !== s.id && this.canRemove(conf, id)).map((id): ConfChange => ({ type: 'remove', node: id })),
+    ];
+    const dangerous = candidates.filter((c) => {
+      const next = applyChange(conf, c);
+      return typeof next !== 'string' && this.disjointQuorums(s.id, next, oldLeader, old, false) !== null;
+    });
+    return dangerous.length === 0 ? null : this.memberRng.pick(dangerous);
+  }
+
+  /**
+   * disjointQuorums draws a side holding `a` and a quorum of `confA` among the members
+   * that are up, whose complement holds `b` (if not null) and a quorum of `confB`; or
+   * null if the two configurations admit no such split.
+   */
+  private disjointQuorums(a: NodeId, confA: ConfState, b: NodeId | null, confB: ConfState, draw = true): Set<NodeId> | null {
+    const up = this.present().filter((id) => this.slot(id).node !== null && this.slot(id).pausedUntil <= this.now);
+    const quorumIn = (side: Set<NodeId>, conf: ConfState): boolean => conf.voters.filter((v) => side.has(v)).length >= Math.floor(conf.voters.length / 2) + 1;
+    const sides: Set<NodeId>[] = [];
+    for (let mask = 0; mask < 1 << up.length; mask++) {
+      const side = new Set(up.filter((_, k) => (mask >> k) & 1));
+      const rest = new Set(up.filter((id) => !side.has(id)));
+      if (side.has(a) && (b === null || rest.has(b)) && quorumIn(side, confA) && quorumIn(rest, confB)) sides.push(side);
+    }
+    if (sides.length === 0) return null;
+    return draw ? this.memberRng.pick(sides) : (sides[0] as Set<NodeId>);
   }
 
   /** onCrashAt crashes a leader in the middle of its change (if it is still the same incarnation). */
@@ -1145,11 +1257,17 @@ class Simulation {
   private onNewLeader(id: NodeId): void {
     if (this.phase !== 'faults') return;
     const s = this.slot(id);
-    // Sometimes the operator's next change reaches a leader that has just won, before its
-    // first commit, when a change of the previous leader may still sit uncommitted in
-    // some logs: the library must refuse it (the 2015 correction to §4.1).
-    if (this.knobs.confGap !== null && this.memberRng.chance(0.3)) {
-      this.schedule(this.now + this.memberRng.int(0, 5), { kind: 'member', eager: id, gen: s.gen });
+    if (this.knobs.confGap !== null) {
+      // A leader cut off with its change, which this leader lacks: the setting of the
+      // 2015 correction, played out at once, with no other fault meanwhile.
+      if (this.takingOver(s) && this.memberRng.chance(0.8)) {
+        this.schedule(this.now, { kind: 'takeover', id, gen: s.gen });
+        return;
+      }
+      // Sometimes the operator's next change reaches a leader that has just won, before
+      // its first commit, when a change of the previous leader may still sit
+      // uncommitted in some logs: the library must refuse it.
+      if (this.memberRng.chance(0.3)) this.schedule(this.now + this.memberRng.int(0, 5), { kind: 'member', eager: id, gen: s.gen });
     }
     if (!(this.opts.faults ?? true)) return;
     // Sometimes the new leader is stopped once it serves: the stale leader of the pause fault.
