@@ -7,7 +7,7 @@ import { describeResult, runSeeds } from './main.js';
  * checkSeedRange runs seeds [from, from + count) with faults: no checker may fire, every
  * group must recover once the faults heal, and every kind of event the checkers judge
  * must have happened many times, so that no checker passes on runs where nothing did.
- * The minimums are about a tenth to a fifth of the figures of 500 seeds.
+ * The minimums sit well below what 500 seeds do (docs/raft.md has the figures).
  */
 export function checkSeedRange(t: Test, from: number, count: number): void {
   const { failed, events, counts } = runSeeds(from, count);

@@ -1014,8 +1014,9 @@ class Simulation {
    * network splits at once, before L2's first entries leave: L2 with a quorum of its
    * configuration on one side, L1 with a quorum of its own on the other, if the two
    * configurations allow such a split. With one change at a time after a commit of the
-   * leader's term they never do; a library that accepted the change could commit it on
-   * L2's side while L1 is elected on the other.
+   * leader's term they hardly ever do, and then L1's side holds entries newer than L1's
+   * log (an earlier leader's committed no-op); a library that accepted the change could
+   * commit it on L2's side while L1 is elected on the other.
    */
   private onTakeover(id: NodeId, gen: number): void {
     const s = this.slot(id);
