@@ -2,6 +2,7 @@
 // hand from real nodes whose state is then tampered with, and stays quiet on a healthy
 // group.
 import t from 'tap';
+import { confState, encodeConfEntry } from '../membership.js';
 import { Network, bytes } from '../testing.js';
 import type { Entry } from '../types.js';
 import { Checker, Violation, type CheckerName, type NodeView } from './checker.js';
@@ -24,7 +25,7 @@ function fired(f: () => void): CheckerName | 'none' {
 /** a healthy three-node group with a committed proposal, and a checker that has seen it. */
 function healthy(): { net: Network; checker: Checker } {
   const net = new Network(['a', 'b', 'c']);
-  const checker = new Checker(2);
+  const checker = new Checker(['a', 'b', 'c']);
   net.campaign('a');
   net.propose('a', 'x');
   checker.afterStep(views(net));
@@ -63,7 +64,7 @@ t.test('leader completeness: a later leader without a committed entry', async (t
 });
 
 t.test('state machine safety: two nodes apply different entries at one index', async (t) => {
-  const checker = new Checker(2);
+  const checker = new Checker(['a', 'b', 'c']);
   checker.onApply('a', { index: 1, term: 1, data: bytes('x') }, 7);
   t.equal(fired(() => checker.onApply('b', { index: 1, term: 1, data: bytes('y') }, 7)), 'stateMachineSafety');
   t.equal(fired(() => checker.onApply('b', { index: 1, term: 1, data: bytes('x') }, 8)), 'stateMachineSafety');
@@ -83,10 +84,52 @@ t.test('durability: an acknowledged entry on fewer than a quorum of disks', asyn
 });
 
 t.test('linearizable read: an answer older than an acknowledged write', async (t) => {
-  const checker = new Checker(2);
+  const checker = new Checker(['a', 'b', 'c']);
   checker.onAck({ index: 5, term: 1, data: bytes('x') });
   checker.onReadAsked('r1');
   t.equal(fired(() => checker.onReadAnswered('a', { index: 4, context: bytes('r1') })), 'linearizableRead');
   checker.onReadAsked('r2');
   t.doesNotThrow(() => checker.onReadAnswered('a', { index: 5, context: bytes('r2') }));
+});
+
+t.test('durability is judged by the committed configuration: the disk of a removed member does not count', async (t) => {
+  const { net, checker } = healthy();
+  net.proposeConf('a', { type: 'remove', node: 'c' });
+  const applied = net.member('a').applied;
+  checker.onAck(applied.find((e) => e.data.length > 0 && e.type !== 'conf') as Entry);
+  t.doesNotThrow(() => checker.afterStep(views(net)), 'a and b hold it');
+  for (const id of ['a', 'b']) {
+    const store = net.member(id).store;
+    (store as unknown as { durable: { entries: Entry[] } }).durable.entries = [];
+  }
+  t.equal(fired(() => checker.afterStep(views(net))), 'durability', 'only c, no longer a voter, holds it');
+});
+
+t.test('membership: a leader holding two changes that are not known committed', async (t) => {
+  const { net, checker } = healthy();
+  net.join('d');
+  net.isolate('b');
+  net.isolate('c');
+  net.proposeConf('a', { type: 'addLearner', node: 'd' });
+  t.doesNotThrow(() => checker.afterStep(views(net)), 'one uncommitted change');
+  // A second change appended behind the library's back, as a leader without the
+  // one-at-a-time rule would.
+  const r = net.node('a').raft;
+  const conf = confState(['a', 'b', 'c', 'd'], [], r.conf.context);
+  const e: Entry = { index: r.log.lastIndex() + 1, term: r.term, type: 'conf', data: encodeConfEntry({ change: { type: 'promote', node: 'd' }, conf }) };
+  r.log.append([e]);
+  r.confs.track([e], () => true);
+  t.equal(fired(() => checker.afterStep(views(net))), 'membership');
+});
+
+t.test('membership: an applied change must make, from the configuration before it, the one it carries', async (t) => {
+  const checker = new Checker(['a', 'b', 'c']);
+  const change = (index: number, node: string, voters: string[]): Entry => ({
+    index,
+    term: 1,
+    type: 'conf',
+    data: encodeConfEntry({ change: { type: 'remove', node }, conf: confState(voters) }),
+  });
+  t.doesNotThrow(() => checker.onApply('a', change(1, 'c', ['a', 'b']), 1), 'a valid one-server change');
+  t.equal(fired(() => checker.onApply('a', change(2, 'b', ['c']), 2)), 'membership', 'a change that carries another configuration');
 });

@@ -2,20 +2,28 @@
 // node's in-memory state and every node's durable disk, and throw a Violation naming the
 // property that broke:
 //
-// - electionSafety: at most one leader per term (Raft §5.2).
+// - electionSafety: at most one leader per term (Raft §5.2), over every member that ever
+//   existed: one that joined later, one that was removed, one that restarted.
 // - logMatching: an (index, term) pair names one entry, with one predecessor term, in
-//   every log; within a log, terms never decrease (§5.3).
+//   every log (what each node holds durably); within a log, terms never decrease (§5.3).
 // - leaderCompleteness: a leader of term T holds every entry committed in a term < T (§5.4).
 // - stateMachineSafety: every node applies the same entry at an index, in index order,
 //   reaching the same state; committed entries never differ between nodes (§5.4.3).
-// - durability: an acknowledged proposal stays on a quorum of disks (log or snapshot),
-//   so no crash can lose it.
+//   Conf entries are applied through the same path, so members agree on them too.
+// - durability: the highest acknowledged proposal and the highest committed entry stay
+//   on enough disks (log or snapshot) that every quorum of the committed configuration
+//   holds them, so no crash and no change of members can lose them.
 // - linearizableRead: a ReadIndex answer is at least the highest index acknowledged to
 //   a client before the read was asked.
+// - membership: the configurations applied in index order form a chain of one-server
+//   changes from the bootstrap voters, each entry carrying the configuration its change
+//   makes; and no leader's log holds two conf entries beyond what is known committed
+//   (one change at a time, dissertation §4.1).
 // Liveness is checked by the simulation itself once faults heal.
+import { applyChange, confEqual, confState, decodeConfEntry } from '../membership.js';
 import type { RawNode } from '../rawnode.js';
 import type { MemoryLogStore } from '../storage.js';
-import type { Entry, NodeId, ReadState } from '../types.js';
+import type { ConfState, Entry, NodeId, ReadState } from '../types.js';
 
 export const CHECKERS = [
   'electionSafety',
@@ -25,6 +33,7 @@ export const CHECKERS = [
   'durability',
   'linearizableRead',
   'snapshotTransfer',
+  'membership',
   'liveness',
   'assertion',
 ] as const;
@@ -91,8 +100,30 @@ export class Checker {
   readsAnswered = 0;
   ackedCount = 0;
   private readonly shadows = new Map<NodeId, Shadow>();
+  /**
+   * committedConf is the configuration in force at the highest index seen committed
+   * (confAt): the one every future leader's quorum overlaps. Durability is judged by it.
+   */
+  private committedConf: ConfState;
+  private confAt = 0;
+  /** the configuration made by the highest conf entry applied anywhere (chainAt), for the chain check. */
+  private chain: ConfState;
+  private chainAt = 0;
 
-  constructor(private readonly quorum: number) {}
+  /**
+   * `voters` is the bootstrap configuration. `oneAtATime` false turns off the check of
+   * a leader's uncommitted changes, to see whether the other checkers alone catch a
+   * leader that proposes a second change before the first commits.
+   */
+  constructor(voters: readonly NodeId[], private readonly oneAtATime = true) {
+    this.committedConf = confState(voters);
+    this.chain = this.committedConf;
+  }
+
+  /** conf is the configuration in force at the highest index seen committed. */
+  get conf(): ConfState {
+    return this.committedConf;
+  }
 
   /** resetNode forgets what was seen of a node's memory (it crashed or restarted). */
   resetNode(id: NodeId): void {
@@ -106,6 +137,9 @@ export class Checker {
       this.checkLog(v.id, v.node);
       this.checkCommitted(v.id, v.node);
     }
+    // After every node's commit index is recorded: what a leader's log holds is judged
+    // against everything known committed at this step.
+    if (this.oneAtATime) for (const v of views) if (v.node?.raft.role === 'leader') this.checkOneChange(v.id, v.node);
     this.checkDurability(views);
   }
 
@@ -118,7 +152,14 @@ export class Checker {
     this.checkCompleteness(id, node);
   }
 
-  /** checkLog inspects only entries that changed since the last step (new Entry objects). */
+  /**
+   * checkLog inspects only entries that changed since the last step (new Entry objects),
+   * and only durable ones. An entry a node holds only in memory was neither stored nor
+   * sent (the caller sends after persisting), and a crash makes it never have existed:
+   * a leader alone in its configuration elects itself without a message, and if it
+   * crashes before its term is durable it may lead that term again after its restart
+   * and fill the same indexes anew, with nobody having seen the first ones.
+   */
   private checkLog(id: NodeId, node: RawNode): void {
     const log = node.raft.log;
     let sh = this.shadows.get(id);
@@ -127,7 +168,7 @@ export class Checker {
       this.shadows.set(id, sh);
     }
     const off = log.offset;
-    const last = log.lastIndex();
+    const last = log.persisted;
     let k = last;
     for (; k > off; k--) {
       const e = log.entries[k - off - 1] as Entry;
@@ -174,6 +215,28 @@ export class Checker {
       }
     }
     sh.commitSeen = log.committed;
+    if (log.committed > this.confAt) {
+      this.confAt = log.committed;
+      this.committedConf = r.confs.at(log.committed);
+    }
+  }
+
+  /**
+   * One change at a time: a leader proposes a change only once the previous one is
+   * committed, so its log never holds two conf entries that are not known committed.
+   * (A new leader may inherit several changes its own commit index has not reached, but
+   * the leader that proposed them saw each committed before the next, and so did this
+   * checker.)
+   */
+  private checkOneChange(id: NodeId, node: RawNode): void {
+    const r = node.raft;
+    const last = r.confs.lastIndex();
+    if (last <= this.maxCommitted) return;
+    for (let i = Math.max(this.maxCommitted, r.log.offset) + 1; i < last; i++) {
+      if (r.log.entry(i)?.type === 'conf') {
+        throw new Violation('membership', `${id} leads term ${r.term} with changes at ${i} and ${last} uncommitted: one change at a time`);
+      }
+    }
   }
 
   /** A leader of term T must hold every entry committed in an earlier term. */
@@ -209,6 +272,23 @@ export class Checker {
     if (committed !== undefined && committed !== key) {
       throw new Violation('stateMachineSafety', `${id} applies ${key} at ${e.index}, but ${committed} is committed`);
     }
+    if (e.type === 'conf' && e.index > this.chainAt) this.checkChain(id, e);
+  }
+
+  /**
+   * The first node to apply an index has applied (or restored) every index before it,
+   * so conf entries are first applied in index order: each must make, from the
+   * configuration of the previous one, exactly the configuration it carries.
+   */
+  private checkChain(id: NodeId, e: Entry): void {
+    const { change, conf } = decodeConfEntry(e.data);
+    const made = applyChange(this.chain, change);
+    if (typeof made === 'string' || !confEqual(made, conf)) {
+      const why = typeof made === 'string' ? made : `it makes ${JSON.stringify(made.voters)}`;
+      throw new Violation('membership', `${id} applies ${change.type} ${change.node} at ${e.index} carrying voters ${JSON.stringify(conf.voters)}, but from the configuration before it ${why}`);
+    }
+    this.chain = conf;
+    this.chainAt = e.index;
   }
 
   /** onRestore records that `id` restored a snapshot of state `state` at `index`. */
@@ -236,15 +316,24 @@ export class Checker {
     this.checkQuorumHolds(views, this.maxCommitted, this.maxCommittedTerm, 'committed');
   }
 
+  /**
+   * An entry is safe when no quorum of the committed configuration can be formed without
+   * a voter whose disk holds it: at least `voters - quorum + 1` of them. For an odd
+   * number of voters that is a majority; for four voters, two. A voter that is down
+   * counts by its disk, a member removed from the configuration does not count.
+   */
   private checkQuorumHolds(views: readonly NodeView[], index: number, term: number, what: string): void {
     if (index === 0) return;
+    const voters = this.committedConf.voters;
     let holders = 0;
     for (const v of views) {
+      if (!voters.includes(v.id)) continue;
       const t = v.disk.durableTerm(index);
       if (t === 'snapshot' || t === term) holders++;
     }
-    if (holders < this.quorum) {
-      throw new Violation('durability', `${what} entry ${index} is durable on ${holders} disks, fewer than a quorum`);
+    const needed = voters.length - (Math.floor(voters.length / 2) + 1) + 1;
+    if (holders < needed) {
+      throw new Violation('durability', `${what} entry ${index} is durable on ${holders} of the voters [${voters.join(' ')}]: a quorum of them holds none`);
     }
   }
 

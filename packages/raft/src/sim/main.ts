@@ -9,7 +9,7 @@
 // Exit status 1 when any seed fails.
 import { pathToFileURL } from 'node:url';
 import { MUTANTS, type Mutant } from './mutants.js';
-import { runSimulation, type SimCounts, type SimOptions, type SimResult } from './simulation.js';
+import { runSimulation, zeroCounts, type SimCounts, type SimOptions, type SimResult } from './simulation.js';
 
 interface Args {
   seed: number | null;
@@ -54,7 +54,8 @@ function options(a: Args, seed: number): SimOptions {
 
 export function describeResult(r: SimResult): string {
   const v = r.violation === null ? 'ok' : `FAIL at t=${r.violation.time} ${r.violation.message}`;
-  return `seed ${r.seed}: ${v} (nodes ${r.nodes}, events ${r.events}, commit ${r.commit}, acked ${r.acked}, crashes ${r.crashes}, max term ${r.maxTerm}, leader ${r.leaderTicks} and commit ${r.recoveryTicks} ticks after healing)`;
+  const spares = r.ids > r.nodes ? ` and ${r.ids - r.nodes} spares` : '';
+  return `seed ${r.seed}: ${v} (nodes ${r.nodes}${spares}, events ${r.events}, commit ${r.commit}, acked ${r.acked}, crashes ${r.crashes}, max term ${r.maxTerm}, leader ${r.leaderTicks} and commit ${r.recoveryTicks} ticks after healing)`;
 }
 
 /** runSeeds runs the seeds [from, from + count) and collects the runs that failed. */
@@ -66,7 +67,7 @@ export function runSeeds(
 ): { failed: SimResult[]; events: number; counts: SimCounts } {
   const failed: SimResult[] = [];
   let events = 0;
-  const counts: SimCounts = { readsAnswered: 0, acked: 0, crashes: 0, snapshotInstalls: 0, snapshotTransfersFailed: 0, pauses: 0, writeFailures: 0, compactionCrashes: 0, wipes: 0, wipeRefusals: 0 };
+  const counts = zeroCounts();
   for (let s = from; s < from + count; s++) {
     const r = runSimulation(optionsOf(s));
     events += r.events;

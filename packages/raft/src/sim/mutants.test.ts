@@ -1,7 +1,10 @@
 // Proves that the checkers can fail: each deliberately broken variant of sim/mutants.ts
 // (of the library, or of its caller) is run over a fixed seed range, and some seeds
-// catch every one, by one of the checkers expected to. The full table over 300 seeds
-// is `npm run sim -- --mutants` (docs/raft.md has its figures).
+// catch every one, by one of the checkers expected to. Among them the two membership
+// mutants: a leader with two changes in flight (also with the one-at-a-time check off,
+// so that only a lost or divergent entry or two leaders of a term can catch it), and a
+// change before the leader's own-term commit (the 2015 bug). The full table over 300
+// seeds is `npm run sim -- --mutants` (docs/raft.md has its figures).
 import t from 'tap';
 import { catches } from './main.js';
 import { MUTANTS } from './mutants.js';

@@ -5,7 +5,7 @@
 import type { Progress } from '../progress.js';
 import { Raft } from '../raft.js';
 import { RawNode } from '../rawnode.js';
-import type { Boot, Config, NodeId } from '../types.js';
+import type { Boot, ConfChange, Config, NodeId } from '../types.js';
 import type { SimOptions } from './simulation.js';
 
 /** Commits whatever a quorum holds, whatever its term: the Figure 8 bug (§5.4.2). */
@@ -46,6 +46,34 @@ class BlindResendRaft extends Raft {
   }
 }
 
+/**
+ * Proposes a change while another is uncommitted. Two changes in flight may move the
+ * voters by two, and a majority of the configuration after both need not overlap a
+ * majority of the one before them (dissertation §4.1).
+ */
+class TwoChangesRaft extends Raft {
+  protected override confChangeRefusal(change: ConfChange): string | null {
+    if (!this.committedEntryInCurrentTerm()) return 'the leader has not yet committed an entry of its term';
+    if (change.type === 'remove' && change.node === this.id) return 'the leader is not removed';
+    return null;
+  }
+}
+
+/**
+ * Proposes a change before committing an entry of its own term: the dissertation's
+ * §4.1 as first published. A change of the previous leader may sit uncommitted in a few
+ * logs; a change of the new leader on top of another base can commit with a majority
+ * that does not overlap the majority of the other one, which may then elect its leader
+ * and overwrite committed entries (the bug reported and corrected in 2015).
+ */
+class EarlyChangeRaft extends Raft {
+  protected override confChangeRefusal(change: ConfChange): string | null {
+    if (this.confs.lastIndex() > this.log.committed) return 'one change at a time';
+    if (change.type === 'remove' && change.node === this.id) return 'the leader is not removed';
+    return null;
+  }
+}
+
 function nodeOf(R: new (c: Config, b: Boot) => Raft): SimOptions['factory'] {
   class Node extends RawNode {
     protected override createRaft(config: Config, boot: Boot): Raft {
@@ -54,6 +82,9 @@ function nodeOf(R: new (c: Config, b: Boot) => Raft): SimOptions['factory'] {
   }
   return (c, b) => new Node(c, b);
 }
+
+/** The checkers that judge what members hold and apply, whatever the membership rules. */
+const SAFETY = ['electionSafety', 'logMatching', 'leaderCompleteness', 'stateMachineSafety', 'durability'];
 
 export interface Mutant {
   name: string;
@@ -69,4 +100,11 @@ export const MUTANTS: Mutant[] = [
   { name: 'no-op gate removed (reads before the term\'s first commit)', checkers: ['linearizableRead'], options: { factory: nodeOf(NoNoopGateRaft) } },
   { name: 'snapshot resent blindly every election timeout', checkers: ['snapshotTransfer'], options: { factory: nodeOf(BlindResendRaft) } },
   { name: 'empty store accepted after a wiped disk', checkers: ['durability', 'electionSafety', 'stateMachineSafety', 'leaderCompleteness', 'logMatching'], options: { acceptEmptyStore: true } },
+  { name: 'two changes in flight', checkers: ['membership', ...SAFETY], options: { factory: nodeOf(TwoChangesRaft) } },
+  {
+    name: 'two changes in flight, the one-at-a-time check off',
+    checkers: SAFETY,
+    options: { factory: nodeOf(TwoChangesRaft), checkOneAtATime: false },
+  },
+  { name: "change before the leader's own-term commit (the 2015 bug)", checkers: [...SAFETY, 'membership'], options: { factory: nodeOf(EarlyChangeRaft) } },
 ];

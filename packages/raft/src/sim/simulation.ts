@@ -1,20 +1,29 @@
 // A deterministic simulation of a Raft group in one process. One seed chooses the group
-// (3 or 5 nodes, pre-vote, check-quorum, flow-control limits, compaction interval) and
-// drives every event: ticks, message delivery over a faulty network (drop, delay,
-// reorder, duplicate, symmetric and one-way partitions), disk writes that take time,
-// crashes that lose unsynced writes and in-flight saves, restarts, client proposals,
-// reads and leadership transfers. Each node runs the caller's loop the way a server
-// would: persist the Ready (the save takes simulated time, during which the node keeps
-// receiving messages and ticks), then send, then apply, then advance.
+// (3 or 5 voters, spare ids that may join, pre-vote, check-quorum, flow-control limits,
+// compaction interval) and drives every event: ticks, message delivery over a faulty
+// network (drop, delay, reorder, duplicate, symmetric and one-way partitions), disk
+// writes that take time, crashes that lose unsynced writes and in-flight saves,
+// restarts, client proposals, reads, leadership transfers and membership changes. Each
+// node runs the caller's loop the way a server would: persist the Ready (the save takes
+// simulated time, during which the node keeps receiving messages and ticks), then send,
+// then apply, then advance.
+//
+// Membership: an operator adds a spare id as a learner (its process starts on an empty
+// store, knowing no configuration), promotes a learner, and removes a voter or a
+// learner, always at a node that believes it leads, while every other fault goes on.
+// A removed member runs until it applies its own removal (it was told), or until its
+// removal has been committed for three election timeouts; then its process is stopped
+// for good, and its id is never used again.
 //
 // The checkers run after every event. When the fault phase ends the network heals and
-// every node restarts; then a leader must emerge and a new proposal must be applied on
-// every node within a bound (liveness).
+// every member restarts; then a leader must emerge and a new proposal must be applied on
+// every member of the configuration within a bound (liveness).
 import { createHash, type Hash } from 'node:crypto';
 import { RaftInvariantError } from '../assert.js';
 import { RawNode } from '../rawnode.js';
 import { MemoryLogStore } from '../storage.js';
-import type { Boot, Config, Entry, Message, NodeId, Ready, Snapshot } from '../types.js';
+import type { Boot, ConfChange, ConfState, Config, Entry, Message, NodeId, Ready, Snapshot } from '../types.js';
+import { applyChange, decodeConfEntry, members } from '../membership.js';
 import { Checker, entryKey, Violation, type CheckerName } from './checker.js';
 import { Prng } from './prng.js';
 import { messageCodec } from '../wire/codec.js';
@@ -45,6 +54,11 @@ export interface SimOptions {
   sendBeforePersist?: boolean;
   /** a deliberately broken start that accepts an empty store in a running cluster (a wiped disk). */
   acceptEmptyStore?: boolean;
+  /**
+   * check that no leader holds two uncommitted changes (default true). Off, a broken
+   * leader that proposes changes back to back must be caught by the other checkers.
+   */
+  checkOneAtATime?: boolean;
   /** receives every trace line. */
   onTrace?: (line: string) => void;
 }
@@ -63,7 +77,9 @@ export interface SimResult {
   counts: SimCounts;
   crashes: number;
   maxTerm: number;
+  /** the voters the group started with, and every id it may use (the others are spares). */
   nodes: number;
+  ids: number;
   /** simulated ticks from healing to a stable leader, or -1. */
   leaderTicks: number;
   /** simulated ticks from healing to a new proposal applied everywhere, or -1. */
@@ -85,6 +101,45 @@ export interface SimCounts {
   /** members whose disk was wiped, and the starts refused on the empty store. */
   wipes: number;
   wipeRefusals: number;
+  /** membership changes a leader accepted (appended), by kind. */
+  addsProposed: number;
+  promotesProposed: number;
+  removesProposed: number;
+  /** membership changes committed (applied somewhere), by kind. */
+  learnersAdded: number;
+  learnersPromoted: number;
+  membersRemoved: number;
+  /** changes a leader refused: another is uncommitted, no entry of its term is committed yet, or it would remove itself. */
+  confRefused: number;
+  /** leaders that crashed with a change uncommitted in their log. */
+  confInterrupted: number;
+  /** removed members that applied their own removal before their process was stopped. */
+  removedTold: number;
+}
+
+/** zeroCounts is a SimCounts with every count at zero, to sum runs into. */
+export function zeroCounts(): SimCounts {
+  return {
+    readsAnswered: 0,
+    acked: 0,
+    crashes: 0,
+    snapshotInstalls: 0,
+    snapshotTransfersFailed: 0,
+    pauses: 0,
+    writeFailures: 0,
+    compactionCrashes: 0,
+    wipes: 0,
+    wipeRefusals: 0,
+    addsProposed: 0,
+    promotesProposed: 0,
+    removesProposed: 0,
+    learnersAdded: 0,
+    learnersPromoted: 0,
+    membersRemoved: 0,
+    confRefused: 0,
+    confInterrupted: 0,
+    removedTold: 0,
+  };
 }
 
 /** Simulated time: a tick is TICK time units; message and disk delays are in units. */
@@ -104,7 +159,12 @@ type Event =
   | { kind: 'restart'; id: NodeId; gen: number }
   | { kind: 'heal' }
   | { kind: 'probe' }
-  | { kind: 'cut'; id: NodeId };
+  | { kind: 'cut'; id: NodeId }
+  | { kind: 'member'; eager: NodeId | null; gen: number }
+  | { kind: 'takeover'; id: NodeId; gen: number }
+  | { kind: 'crashAt'; id: NodeId; gen: number }
+  | { kind: 'split' }
+  | { kind: 'decommission'; id: NodeId; told: boolean };
 
 interface Slot {
   id: NodeId;
@@ -130,6 +190,12 @@ interface Slot {
   history: Map<number, number>;
   /** the member refused to start on a wiped disk: it stays down, as an operator would find it. */
   retired: boolean;
+  /** the process was started at least once: a bootstrap member, or a spare provisioned to join. */
+  joined: boolean;
+  /** a leader accepted this member's removal: it is never added again (an id is never reused). */
+  leaving: boolean;
+  /** removed, and its process stopped for good. */
+  gone: boolean;
   /**
    * the disk a wipe destroyed, until the member starts on the new one. The checkers see
    * it: a member that is down for good does not lie about what it held, one that came
@@ -156,6 +222,8 @@ interface Knobs {
   /** snapshots are padded to this many bytes and sent in chunks of snapChunkBytes: large and slow transfers. */
   snapBytes: number;
   snapChunkBytes: number;
+  /** the gap between membership changes, in time units, or null: the members never change. */
+  confGap: [number, number] | null;
 }
 
 export function runSimulation(opts: SimOptions): SimResult {
@@ -167,7 +235,11 @@ class Simulation {
   private readonly net: Prng;
   private readonly faultRng: Prng;
   private readonly clientRng: Prng;
+  private readonly memberRng: Prng;
+  /** every id the run may use: the bootstrap voters, then the spares that may join. */
   private readonly ids: NodeId[];
+  /** the bootstrap voters (config.peers of the members that start the group). */
+  private readonly initial: NodeId[];
   private readonly slots = new Map<NodeId, Slot>();
   private readonly knobs: Knobs;
   private readonly checker: Checker;
@@ -205,7 +277,17 @@ class Simulation {
   private crashes = 0;
   /** no fault is injected before this time (a stale-leader scenario is under way). */
   private quietUntil = 0;
-  private readonly counts: SimCounts = { readsAnswered: 0, acked: 0, crashes: 0, snapshotInstalls: 0, snapshotTransfersFailed: 0, pauses: 0, writeFailures: 0, compactionCrashes: 0, wipes: 0, wipeRefusals: 0 };
+  private readonly counts: SimCounts = zeroCounts();
+
+  // membership state
+  /** the highest index of a conf entry applied anywhere: an entry beyond it, applied, is a change just committed. */
+  private confApplied = 0;
+  /** a leader handed over so that it could be removed: the next change removes it. */
+  private removeNext: NodeId | null = null;
+  /** members whose removal is committed. */
+  private readonly removed = new Set<NodeId>();
+  /** the latest leader cut off right after appending a change (its incarnation, term and the change's index). */
+  private cutChange: { leader: NodeId; gen: number; term: number; index: number } | null = null;
   /**
    * snapshot transfers in flight, by `${from}#${incarnation}>${to}`: a process's transport
    * runs one per peer at a time, as the node's mesh does; a restarted process has a new one.
@@ -227,8 +309,8 @@ class Simulation {
     this.net = this.rng.fork();
     this.faultRng = this.rng.fork();
     this.clientRng = this.rng.fork();
+    this.memberRng = this.rng.fork();
     const n = this.rng.pick([3, 5]);
-    this.ids = Array.from({ length: n }, (_, k) => `n${k + 1}`);
     this.knobs = {
       faultGap: this.rng.pick<[number, number]>([[20, 200], [10, 60]]),
       leaderCutRate: this.rng.pick([0, 0.3, 0.7]),
@@ -243,8 +325,14 @@ class Simulation {
       electionTicks: this.rng.pick([6, 10, 10, 20]),
       snapBytes: this.rng.pick([0, 512, 8192]),
       snapChunkBytes: this.rng.pick([256, 1024, 4096]),
+      confGap: this.rng.chance(0.2) ? null : this.rng.pick<[number, number]>([[50, 200], [100, 600]]),
     };
-    this.checker = new Checker(Math.floor(n / 2) + 1);
+    // Spare ids join over the run; with three voters there are two to four of them,
+    // with five, two (seven ids at most).
+    const spares = this.knobs.confGap === null ? 0 : n === 3 ? this.rng.int(2, 4) : 2;
+    this.ids = Array.from({ length: n + spares }, (_, k) => `n${k + 1}`);
+    this.initial = this.ids.slice(0, n);
+    this.checker = new Checker(this.initial, opts.checkOneAtATime ?? true);
     this.factory = opts.factory ?? ((c, b) => new RawNode(c, b));
     this.faultEnd = (opts.faultTicks ?? 1000) * TICK;
     this.deadline = this.faultEnd + (opts.recoveryTicks ?? 3000) * TICK;
@@ -266,18 +354,22 @@ class Simulation {
         pausedUntil: 0,
         history: new Map(),
         retired: false,
+        joined: this.initial.includes(id),
+        leaving: false,
+        gone: false,
         lostDisk: null,
       });
     }
-    this.trace(`seed ${opts.seed} nodes ${n} ${JSON.stringify(this.knobs)}`);
+    this.trace(`seed ${opts.seed} nodes ${n} ids ${this.ids.length} ${JSON.stringify(this.knobs)}`);
   }
 
   run(): SimResult {
     let violation: SimResult['violation'] = null;
     try {
-      for (const s of this.slots.values()) this.start(s);
+      for (const s of this.slots.values()) if (s.joined) this.start(s);
       this.schedule(this.rng.int(1, 30), { kind: 'client' });
       this.schedule(this.rng.int(1, 30), { kind: 'reader' });
+      if (this.knobs.confGap !== null) this.schedule(this.memberRng.int(...this.knobs.confGap), { kind: 'member', eager: null, gen: 0 });
       if (this.opts.faults ?? true) this.schedule(this.faultRng.int(...this.knobs.faultGap), { kind: 'fault' });
       this.schedule(this.faultEnd, { kind: 'heal' });
       this.loop();
@@ -304,7 +396,8 @@ class Simulation {
       counts: { ...this.counts, crashes: this.crashes, readsAnswered: this.checker.readsAnswered, acked: this.checker.ackedCount },
       crashes: this.crashes,
       maxTerm,
-      nodes: this.ids.length,
+      nodes: this.initial.length,
+      ids: this.ids.length,
       leaderTicks: this.leaderAt < 0 ? -1 : Math.round((this.leaderAt - this.healedAt) / TICK),
       recoveryTicks: this.doneAt < 0 ? -1 : Math.round((this.doneAt - this.healedAt) / TICK),
     };
@@ -355,14 +448,29 @@ class Simulation {
         return this.onProbe();
       case 'cut':
         return this.onCut(ev.id);
+      case 'member':
+        return this.onMember(ev.eager, ev.gen);
+      case 'takeover':
+        return this.onTakeover(ev.id, ev.gen);
+      case 'crashAt':
+        return this.onCrashAt(ev.id, ev.gen);
+      case 'split':
+        return this.onSplit();
+      case 'decommission':
+        return this.decommission(ev.id, ev.told);
     }
   }
 
   // ------------------------------------------------------------ nodes
 
+  /** identity is what every store of the run records: the cluster and the bootstrap voters. */
+  private identity(id: NodeId): { clusterId: string; nodeId: NodeId; members: NodeId[] } {
+    return { clusterId: 'sim', nodeId: id, members: this.initial };
+  }
+
   private start(s: Slot): void {
     const boot = s.disk.loadSync();
-    const configured = { clusterId: 'sim', nodeId: s.id, members: this.ids };
+    const configured = this.identity(s.id);
     const check = checkStart({ stored: s.disk.identitySync(), configured, clusterState: this.now === 0 ? 'new' : 'existing', empty: isEmptyBoot(boot) });
     if (!check.ok && !this.opts.acceptEmptyStore) {
       if (!s.retired) this.counts.wipeRefusals++;
@@ -375,7 +483,8 @@ class Simulation {
     const k = this.knobs;
     const config: Config = {
       id: s.id,
-      peers: this.ids,
+      // A member that joined knows no configuration until a leader's log or snapshot tells it.
+      peers: this.initial.includes(s.id) ? this.initial : [],
       electionTicks: k.electionTicks,
       heartbeatTicks: k.heartbeatTicks,
       preVote: k.preVote,
@@ -427,6 +536,8 @@ class Simulation {
 
   private crash(s: Slot): void {
     this.crashes++;
+    const r = s.node?.raft;
+    if (r?.role === 'leader' && r.confs.lastIndex() > r.log.committed) this.counts.confInterrupted++;
     this.trace(`crash ${s.id} saving ${s.saving !== null}`);
     s.node = null;
     s.saving = null;
@@ -541,6 +652,7 @@ class Simulation {
     s.state = mix(s.state, e);
     s.history.set(e.index, s.state);
     this.checker.onApply(s.id, e, s.state);
+    if (e.type === 'conf') this.onConfApplied(s, e);
     const key = entryKey(e);
     if (s.proposals.get(e.index) === key) {
       this.checker.onAck(e);
@@ -690,6 +802,327 @@ class Simulation {
     this.trace(`transfer ${s.id} ${to} ${r.ok ? 'ok' : r.code}`);
   }
 
+  // ------------------------------------------------------------ membership
+
+  /**
+   * onMember: the operator changes the membership at a node that believes it leads (a
+   * deposed one too). `eager` names a leader that has just won: the change reaches it
+   * before its first commit.
+   */
+  private onMember(eager: NodeId | null, gen: number): void {
+    if (this.phase !== 'faults') return;
+    let s: Slot | null = null;
+    if (eager === null) {
+      this.schedule(this.now + this.memberRng.int(...(this.knobs.confGap as [number, number])), { kind: 'member', eager: null, gen: 0 });
+      const leaders = [...this.slots.values()].filter((v) => v.node?.raft.role === 'leader' && v.pausedUntil <= this.now);
+      if (leaders.length > 0) s = this.memberRng.pick(leaders);
+    } else if (this.slot(eager).gen === gen) {
+      s = this.slot(eager);
+    }
+    if (s === null || s.node?.raft.role !== 'leader' || s.pausedUntil > this.now) return;
+    this.trace(`member ${s.id}${eager === null ? '' : ' eager'}`);
+    const before = s.node.raft.conf;
+    if (this.proposeChange(s)) {
+      // Back to back: a second change at once, which the leader must refuse until the
+      // first commits; the operator picks the most dangerous one there is.
+      if (this.memberRng.chance(0.3)) this.proposeChange(s, this.dangerousChange(s, null, before));
+      this.afterChange(s, before);
+    }
+    this.pump(s);
+  }
+
+  /**
+   * proposeChange proposes the operator's next change at leader `s` (`chosen`, or one
+   * chooseChange picks); returns whether the leader accepted it.
+   */
+  private proposeChange(s: Slot, chosen: ConfChange | null = null): boolean {
+    const change = chosen ?? this.chooseChange(s);
+    if (change === null) return false;
+    // The leader is never removed while it leads: half the time the operator hands over
+    // first, and removes it at the next leader; otherwise the refusal is the answer.
+    if (change.type === 'remove' && change.node === s.id && this.memberRng.chance(0.5)) {
+      this.handOver(s);
+      return false;
+    }
+    const target = this.slot(change.node);
+    if (!target.joined) this.provision(target);
+    const r = (s.node as RawNode).proposeConfChange(change);
+    this.trace(`conf ${s.id} ${change.type} ${change.node} ${r.ok ? r.firstIndex : r.code}`);
+    if (!r.ok) {
+      if (r.code === 'conf_change_refused') this.counts.confRefused++;
+      return false;
+    }
+    if (change.type === 'addLearner') this.counts.addsProposed++;
+    else if (change.type === 'promote') this.counts.promotesProposed++;
+    else {
+      this.counts.removesProposed++;
+      target.leaving = true;
+    }
+    return true;
+  }
+
+  /**
+   * chooseChange picks a change from the leader's configuration (the latest in its log):
+   * add a joiner as a learner, promote a learner (one that caught up, or now and then one
+   * that did not), or remove a member. A member down for good on a wiped disk is most
+   * often removed first, as an operator replacing it would. Returns null when nothing fits.
+   */
+  private chooseChange(s: Slot): ConfChange | null {
+    const r = (s.node as RawNode).raft;
+    const conf = r.conf;
+    const f = this.memberRng;
+    const next = this.removeNext;
+    if (next !== null && next !== s.id) {
+      this.removeNext = null;
+      if (this.canRemove(conf, next)) return { type: 'remove', node: next };
+    }
+    const options: [weight: number, choose: () => ConfChange | null][] = [];
+    const joiner = this.joiner(conf);
+    if (joiner !== null) options.push([conf.learners.length < 2 ? 3 : 1, () => ({ type: 'addLearner', node: joiner, context: `addr-${joiner}` })]);
+    const voters = conf.voters.length;
+    const learners = conf.learners.filter((id) => !this.lost(id));
+    if (learners.length > 0) {
+      options.push([3, () => {
+        const id = f.pick(learners);
+        const caughtUp = (r.prs.get(id)?.match ?? 0) >= r.log.committed;
+        return caughtUp || f.chance(0.3) ? { type: 'promote', node: id } : null;
+      }]);
+    }
+    const removable = members(conf).filter((id) => this.canRemove(conf, id));
+    const wiped = removable.filter((id) => this.lost(id));
+    const removableVoters = removable.filter((id) => conf.voters.includes(id));
+    const removableLearners = removable.filter((id) => conf.learners.includes(id));
+    if (wiped.length > 0) options.push([10, () => ({ type: 'remove', node: f.pick(wiped) })]);
+    if (removableVoters.length > 0) options.push([voters >= 4 ? 3 : 1, () => ({ type: 'remove', node: f.pick(removableVoters) })]);
+    if (removableLearners.length > 0) options.push([1, () => ({ type: 'remove', node: f.pick(removableLearners) })]);
+    if (options.length === 0) return null;
+    let roll = f.float() * options.reduce((n, [w]) => n + w, 0);
+    for (const [weight, choose] of options) {
+      roll -= weight;
+      if (roll < 0) return choose();
+    }
+    return null;
+  }
+
+  /**
+   * canRemove: a learner may always go. A voter may go when the voters left make a
+   * quorum without the members down for good, and, until the run's one wiped disk has
+   * happened, when at least three are left, so that losing a disk never takes the quorum
+   * with it. (The library itself refuses only the last voter and the leader.)
+   */
+  private canRemove(conf: ConfState, id: NodeId): boolean {
+    if (!conf.voters.includes(id)) return conf.learners.includes(id);
+    const left = conf.voters.filter((v) => v !== id);
+    if (left.length < (this.counts.wipes === 0 ? 3 : 1)) return false;
+    return left.filter((v) => !this.lost(v)).length >= Math.floor(left.length / 2) + 1;
+  }
+
+  /** lost: the member's disk was wiped; it will be refused at its restart, or already was. */
+  private lost(id: NodeId): boolean {
+    const s = this.slot(id);
+    return s.retired || s.lostDisk !== null;
+  }
+
+  /** joiner is an id to add as a learner: a started spare the configuration lacks, else a spare never started, or null. */
+  private joiner(conf: ConfState): NodeId | null {
+    const ids = this.ids.filter((id) => {
+      const s = this.slot(id);
+      return !this.initial.includes(id) && !members(conf).includes(id) && !s.leaving && !s.retired && !s.gone;
+    });
+    return ids.find((id) => this.slot(id).joined) ?? ids[0] ?? null;
+  }
+
+  /** provision starts a spare's process on an empty store that records its identity, as a new member's setup would. */
+  private provision(s: Slot): void {
+    s.joined = true;
+    s.disk.bootstrapSync(this.identity(s.id));
+    this.trace(`provision ${s.id}`);
+    this.start(s);
+  }
+
+  /** handOver transfers leadership to another voter that is up, so that the next change may remove `s`. */
+  private handOver(s: Slot): void {
+    const node = s.node as RawNode;
+    const others = node.raft.conf.voters.filter((id) => id !== s.id && this.slot(id).node !== null);
+    if (others.length === 0) return;
+    const to = this.memberRng.pick(others);
+    const r = node.transferLeadership(to);
+    this.trace(`hand over ${s.id} ${to} ${r.ok ? 'ok' : r.code}`);
+    if (r.ok) this.removeNext = s.id;
+  }
+
+  /**
+   * afterChange: what may strike a change just appended (with faults on); `before` is
+   * the leader's configuration before it. The leader crashes before the change commits;
+   * or it is cut off at once from everyone but perhaps one member, so that the change
+   * reaches almost nobody and the next leader does not hold it; or the group splits in
+   * two soon after, each side perhaps with another configuration. The cut is likeliest
+   * when the change moved the voters away from an even number: that is the setting of the
+   * 2015 correction, where a change made on the old voters by the next leader may have
+   * a majority that does not overlap one of this change (see onTakeover).
+   */
+  private afterChange(s: Slot, before: ConfState): void {
+    if (!(this.opts.faults ?? true) || this.now < this.quietUntil) return;
+    const f = this.memberRng;
+    const r = (s.node as RawNode).raft;
+    // Changes that moved the voters by more than one (a leader that accepted a second
+    // change before the first committed) may leave two majorities that do not overlap:
+    // the adversary splits the group along them at once. One change at a time never
+    // gives it the chance.
+    const split = this.disjointQuorums(s.id, r.conf, null, before);
+    if (split !== null) return this.splitAlong(split);
+    const moved = r.conf.voters.join() !== before.voters.join();
+    const cut = !moved ? 0.1 : before.voters.length % 2 === 0 ? 0.6 : 0.2;
+    const roll = f.float();
+    if (roll < 0.15) {
+      this.schedule(this.now + f.int(1, 30), { kind: 'crashAt', id: s.id, gen: s.gen });
+    } else if (roll < 0.15 + cut) {
+      this.cutChange = { leader: s.id, gen: s.gen, term: r.term, index: r.confs.lastIndex() };
+      this.cutOff(s.id);
+      const peers = this.present().filter((id) => id !== s.id);
+      const peer = peers.length > 0 && f.chance(0.5) ? f.pick(peers) : null;
+      if (peer !== null) {
+        this.blocked.delete(`${s.id}>${peer}`);
+        this.blocked.delete(`${peer}>${s.id}`);
+      }
+      // No other fault meanwhile: the others elect a leader without the change.
+      this.quietUntil = this.now + 2 * this.knobs.electionTicks * TICK;
+      this.trace(`cut ${s.id} after its change${peer === null ? '' : `, but for ${peer}`}`);
+    } else if (roll < 0.3 + cut) {
+      this.schedule(this.now + f.int(1, 20), { kind: 'split' });
+    }
+  }
+
+  /**
+   * takingOver: `s` has just won a term after the latest leader that was cut off with a
+   * change, and its log lacks that change, which is still uncommitted in the old
+   * leader's log: two sets of voters are in play.
+   */
+  private takingOver(s: Slot): boolean {
+    const c = this.cutChange;
+    const r = s.node?.raft;
+    if (c === null || r === undefined || c.leader === s.id || r.term <= c.term || r.log.term(c.index) === c.term) return false;
+    const old = this.slot(c.leader).node?.raft;
+    if (this.slot(c.leader).gen !== c.gen || old === undefined || old.log.term(c.index) !== c.term || old.log.committed >= c.index) return false;
+    return old.conf.voters.join() !== r.conf.voters.join();
+  }
+
+  /**
+   * onTakeover plays the setting of the 2015 correction to §4.1. Leader L1 appended a
+   * change and was cut off before it spread; L2 won without it. The operator proposes a
+   * change at L2 before L2 has committed anything (the library must refuse it), and the
+   * network splits at once, before L2's first entries leave: L2 with a quorum of its
+   * configuration on one side, L1 with a quorum of its own on the other, if the two
+   * configurations allow such a split. With one change at a time after a commit of the
+   * leader's term they hardly ever do, and then L1's side holds entries newer than L1's
+   * log (an earlier leader's committed no-op); a library that accepted the change could
+   * commit it on L2's side while L1 is elected on the other.
+   */
+  private onTakeover(id: NodeId, gen: number): void {
+    const s = this.slot(id);
+    const c = this.cutChange;
+    if (this.phase !== 'faults' || c === null || s.gen !== gen || s.node?.raft.role !== 'leader' || !this.takingOver(s)) return;
+    this.cutChange = null;
+    const old = (this.slot(c.leader).node as RawNode).raft.conf;
+    this.trace(`takeover ${id} [${s.node.raft.conf.voters}] from ${c.leader} [${old.voters}]`);
+    this.proposeChange(s, this.dangerousChange(s, c.leader, old));
+    const split = this.disjointQuorums(id, s.node.raft.conf, c.leader, old);
+    if (split !== null) this.splitAlong(split);
+    this.pump(s);
+  }
+
+  /** splitAlong cuts `side` off from the rest, and lets nothing else happen for three election timeouts. */
+  private splitAlong(side: Set<NodeId>): void {
+    this.blocked.clear();
+    for (const a of side) for (const b of this.ids) if (!side.has(b)) this.blocked.add(`${a}>${b}`).add(`${b}>${a}`);
+    this.quietUntil = this.now + 3 * this.knobs.electionTicks * TICK;
+    this.trace(`split [${[...side]}] from the rest`);
+  }
+
+  /**
+   * dangerousChange is a change at `s` whose configuration admits a quorum disjoint from
+   * one of `old` (holding `oldLeader`, if not null), if the operator's choices hold one;
+   * else null. An adversary picks it; one change at a time after a commit makes it harmless.
+   */
+  private dangerousChange(s: Slot, oldLeader: NodeId | null, old: ConfState): ConfChange | null {
+    const conf = (s.node as RawNode).raft.conf;
+    const candidates: ConfChange[] = [
+      ...conf.learners.filter((id) => !this.lost(id)).map((id): ConfChange => ({ type: 'promote', node: id })),
+      ...conf.voters.filter((id) => id !== s.id && this.canRemove(conf, id)).map((id): ConfChange => ({ type: 'remove', node: id })),
+    ];
+    const dangerous = candidates.filter((c) => {
+      const next = applyChange(conf, c);
+      return typeof next !== 'string' && this.disjointQuorums(s.id, next, oldLeader, old, false) !== null;
+    });
+    return dangerous.length === 0 ? null : this.memberRng.pick(dangerous);
+  }
+
+  /**
+   * disjointQuorums draws a side holding `a` and a quorum of `confA` among the members
+   * that are up, whose complement holds `b` (if not null) and a quorum of `confB`; or
+   * null if the two configurations admit no such split.
+   */
+  private disjointQuorums(a: NodeId, confA: ConfState, b: NodeId | null, confB: ConfState, draw = true): Set<NodeId> | null {
+    const up = this.present().filter((id) => this.slot(id).node !== null && this.slot(id).pausedUntil <= this.now);
+    const quorumIn = (side: Set<NodeId>, conf: ConfState): boolean => conf.voters.filter((v) => side.has(v)).length >= Math.floor(conf.voters.length / 2) + 1;
+    const sides: Set<NodeId>[] = [];
+    for (let mask = 0; mask < 1 << up.length; mask++) {
+      const side = new Set(up.filter((_, k) => (mask >> k) & 1));
+      const rest = new Set(up.filter((id) => !side.has(id)));
+      if (side.has(a) && (b === null || rest.has(b)) && quorumIn(side, confA) && quorumIn(rest, confB)) sides.push(side);
+    }
+    if (sides.length === 0) return null;
+    return draw ? this.memberRng.pick(sides) : (sides[0] as Set<NodeId>);
+  }
+
+  /** onCrashAt crashes a leader in the middle of its change (if it is still the same incarnation). */
+  private onCrashAt(id: NodeId, gen: number): void {
+    const s = this.slot(id);
+    if (this.phase !== 'faults' || s.gen !== gen || s.node === null) return;
+    this.crash(s);
+    this.schedule(this.now + this.memberRng.int(30, 600), { kind: 'restart', id: s.id, gen: s.gen });
+  }
+
+  private onSplit(): void {
+    if (this.phase !== 'faults' || this.now < this.quietUntil) return;
+    this.partition();
+  }
+
+  /**
+   * onConfApplied follows a conf entry that `s` applied. The first member to apply it
+   * shows the change committed. A member that applies its own removal has been told,
+   * and the operator stops it; one that never hears of it is stopped three election
+   * timeouts after the removal committed (the leader stops telling it after one).
+   */
+  private onConfApplied(s: Slot, e: Entry): void {
+    const { change } = decodeConfEntry(e.data);
+    if (e.index > this.confApplied) {
+      this.confApplied = e.index;
+      if (change.type === 'addLearner') this.counts.learnersAdded++;
+      else if (change.type === 'promote') this.counts.learnersPromoted++;
+      else {
+        this.counts.membersRemoved++;
+        this.removed.add(change.node);
+        this.schedule(this.now + 3 * this.knobs.electionTicks * TICK, { kind: 'decommission', id: change.node, told: false });
+      }
+    }
+    if (change.type === 'remove' && change.node === s.id && !s.gone) this.schedule(this.now, { kind: 'decommission', id: s.id, told: true });
+  }
+
+  /** decommission stops a removed member's process for good. */
+  private decommission(id: NodeId, told: boolean): void {
+    const s = this.slot(id);
+    if (s.gone) return;
+    s.gone = true;
+    if (told) this.counts.removedTold++;
+    this.trace(`decommission ${id}${told ? ' told' : ''}`);
+    if (s.node === null) return;
+    s.node = null;
+    s.saving = null;
+    s.gen++;
+    this.checker.resetNode(id);
+  }
+
   // ------------------------------------------------------------ faults
 
   /** The fault menu, with the weight of each; one is drawn at every fault event. */
@@ -730,15 +1163,17 @@ class Simulation {
   /** isolate cuts one node off, most often a leader, so that leadership moves on. */
   private isolate(): void {
     const f = this.faultRng;
-    const a = f.chance(0.7) ? (this.someLeader() ?? f.pick(this.ids)) : f.pick(this.ids);
+    const a = f.chance(0.7) ? (this.someLeader() ?? f.pick(this.present())) : f.pick(this.present());
     this.cutOff(a);
     this.trace(`isolate ${a}`);
   }
 
   /** oneWay is an asymmetric fault: a can no longer reach b, but b still reaches a. */
   private oneWay(): void {
-    const a = this.faultRng.pick(this.ids);
-    const b = this.faultRng.pick(this.ids.filter((x) => x !== a));
+    const ids = this.present();
+    if (ids.length < 2) return;
+    const a = this.faultRng.pick(ids);
+    const b = this.faultRng.pick(ids.filter((x) => x !== a));
     this.blocked.add(`${a}>${b}`);
     this.trace(`oneway ${a}>${b}`);
   }
@@ -770,7 +1205,7 @@ class Simulation {
    */
   private wipeOne(): void {
     if (this.counts.wipes > 0) return;
-    const s = this.faultRng.pick([...this.slots.values()]);
+    const s = this.slot(this.faultRng.pick(this.present()));
     if (s.node !== null) this.crash(s);
     s.lostDisk = s.disk;
     s.disk = new MemoryLogStore();
@@ -806,7 +1241,7 @@ class Simulation {
   }
 
   private restartOne(): void {
-    const down = Array.from(this.slots.values()).filter((s) => s.node === null);
+    const down = Array.from(this.slots.values()).filter((s) => s.node === null && s.joined && !s.gone);
     if (down.length === 0) return;
     const s = this.faultRng.pick(down);
     this.onRestart(s.id, s.gen);
@@ -821,8 +1256,21 @@ class Simulation {
    * sent part of its log. Leaders that vanish mid-replication are what Figure 8 is made of.
    */
   private onNewLeader(id: NodeId): void {
-    if (this.phase !== 'faults' || !(this.opts.faults ?? true)) return;
+    if (this.phase !== 'faults') return;
     const s = this.slot(id);
+    if (this.knobs.confGap !== null) {
+      // A leader cut off with its change, which this leader lacks: the setting of the
+      // 2015 correction, played out at once, with no other fault meanwhile.
+      if (this.takingOver(s) && this.memberRng.chance(0.8)) {
+        this.schedule(this.now, { kind: 'takeover', id, gen: s.gen });
+        return;
+      }
+      // Sometimes the operator's next change reaches a leader that has just won, before
+      // its first commit, when a change of the previous leader may still sit
+      // uncommitted in some logs: the library must refuse it.
+      if (this.memberRng.chance(0.3)) this.schedule(this.now + this.memberRng.int(0, 5), { kind: 'member', eager: id, gen: s.gen });
+    }
+    if (!(this.opts.faults ?? true)) return;
     // Sometimes the new leader is stopped once it serves: the stale leader of the pause fault.
     if (this.faultRng.chance(0.6)) this.schedule(this.now + this.faultRng.int(2 * TICK, 8 * TICK), { kind: 'stale', id, gen: s.gen, term: s.node?.raft.term ?? 0 });
     if (!this.faultRng.chance(this.knobs.leaderCutRate)) return;
@@ -873,7 +1321,7 @@ class Simulation {
   private onRestart(id: NodeId, gen: number): void {
     this.trace(`restart ${id}`);
     const s = this.slot(id);
-    if (s.node !== null || s.gen !== gen || s.retired) return;
+    if (s.node !== null || s.gen !== gen || s.retired || s.gone) return;
     this.start(s);
   }
 
@@ -889,7 +1337,9 @@ class Simulation {
       s.pausedUntil = 0;
     }
     this.trace('heal all');
-    for (const s of this.slots.values()) if (s.node === null && !s.retired) this.start(s);
+    // A member whose removal is committed is stopped for good now if it was not yet.
+    for (const id of this.removed) this.decommission(id, false);
+    for (const s of this.slots.values()) if (s.node === null && s.joined && !s.gone && !s.retired) this.start(s);
     this.schedule(this.now + TICK, { kind: 'probe' });
   }
 
@@ -918,7 +1368,10 @@ class Simulation {
     }
     this.schedule(this.now + TICK, { kind: 'probe' });
     const m = this.marker;
-    if (m !== null && this.checker.appliedKey(m.index) === m.key && [...this.slots.values()].every((s) => s.retired || s.applied >= m.index)) {
+    // Every member of the configuration committed with the marker must apply it; a spare
+    // never added, or one whose addition was undone, is not waited for.
+    const everywhere = (index: number): boolean => members(this.checker.conf).every((id) => this.slot(id).retired || this.slot(id).applied >= index);
+    if (m !== null && this.checker.appliedKey(m.index) === m.key && everywhere(m.index)) {
       this.phase = 'done';
       this.doneAt = this.now;
       this.trace(`live ${m.index}`);
@@ -942,17 +1395,23 @@ class Simulation {
     return leaders.length === 0 ? null : this.faultRng.pick(leaders).id;
   }
 
-  /** stableLeader is the leader every node follows in the same term, or null. */
+  /** stableLeader is the leader every member of its configuration follows in the same term, or null. */
   private stableLeader(): RawNode | null {
     let leader: RawNode | null = null;
     for (const s of this.slots.values()) if (s.node?.raft.role === 'leader') leader = s.node;
     if (leader === null) return null;
     const { id, term } = leader.raft;
-    for (const s of this.slots.values()) {
+    for (const member of members(leader.raft.conf)) {
+      const s = this.slot(member);
       if (s.retired) continue;
       if (s.node === null || s.node.raft.leader !== id || s.node.raft.term !== term) return null;
     }
     return leader;
+  }
+
+  /** present lists the ids whose process has been started and not stopped for good. */
+  private present(): NodeId[] {
+    return this.ids.filter((id) => this.slot(id).joined && !this.slot(id).gone);
   }
 
   // ------------------------------------------------------------ plumbing
