@@ -198,3 +198,49 @@ t.test('a member that joins knows nothing and does nothing until a leader adds i
   const st = net.node('n4').status();
   t.same([st.role, st.term, st.conf.voters], ['follower', 0, []], 'it waits, never campaigning');
 });
+
+t.test('a learner promoted in entries it has not received still grants the votes the new configuration needs from it', async (t) => {
+  const net = group({ checkQuorum: true, preVote: true });
+  net.join('n4');
+  net.proposeConf('n1', addLearner('n4'));
+  net.cutLink('n1', 'n4');
+  t.equal(code(net.proposeConf('n1', { type: 'promote', node: 'n4' })), 'ok');
+  t.same(net.node('n4').status().conf.learners, ['n4'], 'n4 has not received its promotion');
+  net.heal();
+  net.isolate('n1');
+  // Three of four voters are needed: n2, n3 and n4, which must not sit in n1's lease forever.
+  net.tickAll(100, ['n2', 'n3', 'n4']);
+  const leader = ['n2', 'n3', 'n4'].find((id) => net.node(id).status().role === 'leader');
+  t.ok(leader !== undefined, `a leader was elected without n1 (${leader})`);
+});
+
+t.test('a voter whose removal is not yet committed may still be needed: it campaigns, commits the removal, and steps down', async (t) => {
+  const net = new Network(['n1', 'n2', 'n3', 'n4']);
+  net.campaign('n4');
+  net.propose('n4', 'first');
+  // The removal of n3 reaches only n3, then the leader is lost.
+  net.filter = (m) => !(m.from === 'n4' && m.type === 'app' && m.to !== 'n3');
+  t.equal(code(net.proposeConf('n4', { type: 'remove', node: 'n3' })), 'ok');
+  net.heal();
+  net.isolate('n4');
+  // n1 and n2 (four voters, three needed) cannot win without n3, whose log is longer;
+  // n3 wins under {n1, n2, n4} with their two votes, commits its own removal and steps down.
+  net.tickAll(200, ['n1', 'n2', 'n3']);
+  t.same(net.node('n1').status().conf.voters, ['n1', 'n2', 'n4'], 'the removal committed');
+  t.ok(net.node('n1').status().commit >= net.node('n1').status().confIndex);
+  t.not(net.node('n3').status().role, 'leader', 'n3 no longer leads');
+  const leader = ['n1', 'n2'].find((id) => net.node(id).status().role === 'leader');
+  t.ok(leader !== undefined, `a voter of the new configuration leads (${leader})`);
+  net.propose(leader as string, 'after');
+  t.ok(net.appliedData('n1').includes('after'), 'and the group commits');
+});
+
+t.test('a member that joined does not compact where it knows no configuration', async (t) => {
+  const net = group();
+  net.join('n4');
+  net.proposeConf('n1', addLearner('n4'));
+  net.propose('n1', 'more');
+  t.ok(net.node('n4').status().applied >= 3, 'n4 applied the log from the start');
+  t.equal(net.node('n4').compact(1, bytes('s')), null, 'below its first conf entry: nothing is compacted');
+  t.ok(net.compact('n4') !== null, 'from its first conf entry on, it compacts');
+});

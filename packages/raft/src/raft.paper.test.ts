@@ -58,6 +58,12 @@ t.test('a server rejects a request with a stale term (§5.1)', async (t) => {
   t.equal(r.log.lastIndex(), 0, 'the stale append is not applied');
   t.equal(r.term, 2);
   t.same(takeMsgs(r), [], 'without pre-vote or check-quorum the stale request gets no answer');
+  // "Reply false if term < currentTerm" (Figure 2): a stale vote request is refused with
+  // the current term, so that the candidate learns the term it must exceed.
+  r.step(msg({ type: 'vote', from: 'c', to: 'a', term: 1, index: 5, logTerm: 1 }));
+  const answers = takeMsgs(r);
+  t.same(answers.map((m) => [m.type, m.to, m.term, m.reject]), [['voteResp', 'c', 2, true]]);
+  t.equal(r.vote, null, 'and no vote is cast');
 });
 
 t.test('a leader sends heartbeats to every follower each heartbeat timeout (§5.2)', async (t) => {

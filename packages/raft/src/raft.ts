@@ -120,6 +120,19 @@ export class Raft {
     return isVoter(this.conf, id);
   }
 
+  /**
+   * promotable says whether this node may campaign: it is a voter of its latest
+   * configuration, or the latest change removes it and is not yet committed. Such a
+   * member may still be needed until the change commits (dissertation §4.2.2): it
+   * campaigns, and wins, under the new configuration, counting only the votes of its
+   * voters, then leads until the change commits and steps down.
+   */
+  promotable(): boolean {
+    if (this.isVoter(this.id)) return true;
+    const at = this.confs.lastIndex();
+    return at > this.log.committed && isVoter(this.confs.at(at - 1), this.id);
+  }
+
   hardState(): HardState {
     return { term: this.term, vote: this.vote, commit: this.log.committed };
   }
@@ -138,7 +151,7 @@ export class Raft {
   /** hup starts an election now (with a pre-vote round when configured). */
   hup(): void {
     // Only a voter campaigns: a learner, a removed member or one not yet added waits.
-    if (this.role === 'leader' || !this.isVoter(this.id)) return;
+    if (this.role === 'leader' || !this.promotable()) return;
     this.campaign(this.cfg.preVote ? 'preElection' : 'election');
   }
 
@@ -314,8 +327,11 @@ export class Raft {
       // A node that rejoins with a higher term would otherwise ignore the leader forever
       // (pre-vote keeps it from winning): tell the stale leader our term so it steps down.
       this.send({ type: 'appResp', to: m.from });
-    } else if (m.type === 'preVote') {
-      this.send({ type: 'preVoteResp', to: m.from, term: this.term, reject: true });
+    } else if (m.type === 'preVote' || m.type === 'vote') {
+      // "Reply false if term < currentTerm" (Figure 2), with our term: a candidate that
+      // cannot hear of it otherwise (one this node's configuration does not name) learns
+      // the term it must exceed.
+      this.send({ type: m.type === 'vote' ? 'voteResp' : 'preVoteResp', to: m.from, term: this.term, reject: true });
     }
   }
 
@@ -389,6 +405,8 @@ export class Raft {
     }
     if (this.maybeCommit()) this.onCommitAdvanced();
     else if (wasPaused) this.sendAppend(m.from); // it may be missing the latest commit index
+    // A leader outside its configuration steps down once the configuration commits.
+    if (this.role !== 'leader') return;
     while (this.maybeSendAppend(m.from, false));
     if (m.from === this.leadTransferee && pr.match === this.log.lastIndex()) this.sendTimeoutNow(m.from);
   }
@@ -580,6 +598,8 @@ export class Raft {
   private onCommitAdvanced(): void {
     this.releasePendingReads();
     this.bcastAppend();
+    // A leader outside its configuration leads only until that configuration commits.
+    if (!isMember(this.conf, this.id) && this.log.committed >= this.confs.lastIndex()) this.becomeFollower(this.term, null);
   }
 
   private tickHeartbeat(): void {
@@ -672,7 +692,7 @@ export class Raft {
       this.pendingReads.push({ from, context });
       return;
     }
-    if (this.quorum === 1) {
+    if (this.quorum === 1 && this.isVoter(this.id)) {
       this.respondRead(from, this.log.committed, context);
       return;
     }
@@ -704,14 +724,17 @@ export class Raft {
 
   private tickElection(): void {
     this.electionElapsed++;
-    if (this.electionElapsed >= this.randomizedElectionTimeout) {
+    // A member that may not campaign lets its timer run on: otherwise it would believe
+    // itself forever inside the last leader's lease and ignore the votes a newer
+    // configuration needs from it (a learner promoted in entries it has not received).
+    if (this.electionElapsed >= this.randomizedElectionTimeout && this.promotable()) {
       this.electionElapsed = 0;
       this.hup();
     }
   }
 
   private campaign(kind: CampaignKind): void {
-    if (!this.isVoter(this.id)) return;
+    if (!this.promotable()) return;
     let voteType: 'vote' | 'preVote';
     let term: number;
     if (kind === 'preElection') {
@@ -802,7 +825,9 @@ export class Raft {
     this.leader = this.id;
     this.role = 'leader';
     const next = this.log.lastIndex() + 1;
-    for (const p of members(this.conf)) this.prs.set(p, this.newProgress(next - 1));
+    // A leader elected while its own removal is uncommitted is not in its configuration,
+    // but tracks its own copy all the same.
+    for (const p of new Set([...members(this.conf), this.id])) this.prs.set(p, this.newProgress(next - 1));
     const self = this.prs.get(this.id) as Progress;
     // The leader's own copy counts toward a quorum only once it is durable.
     self.match = this.log.persisted;

@@ -120,7 +120,11 @@ export class RawNode {
       throw new RangeError(`compact: index ${index} must be at most the applied index ${log.applied}`);
     }
     if (index <= log.offset) return null;
-    const snapshot = log.compact(index, data, this.raft.confs.at(index));
+    // A member that joined read the log from before the first change it holds, where it
+    // knows no configuration: it compacts only from that change on.
+    const conf = this.raft.confs.at(index);
+    if (conf.voters.length === 0) return null;
+    const snapshot = log.compact(index, data, conf);
     this.raft.confs.compactTo(index);
     return snapshot;
   }
