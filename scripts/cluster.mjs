@@ -135,7 +135,7 @@ function printJoining(started) {
       `  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`,
       '',
       'Add it as a learner at any member, then promote it once it has caught up:',
-      `  npm run apl -- cluster add ${m.id} --peer-addr ${m.peer_addr} --agent-url ${m.agent_url} --admin-url ${m.admin_url}`,
+      `  npm run apl -- cluster add ${m.id} ${m.peer_addr} ${m.agent_url} ${m.admin_url}`,
       `  npm run apl -- cluster promote ${m.id}`,
       '',
     );

@@ -154,7 +154,7 @@ t.test('every admin route has its command', async (t) => {
     [['admin', 'policy', 'activate', 'pol_cli'], /pol_cli is active/],
     [['admin', 'policy', 'list'], /active: pol_cli\npolicy\s+state[^]*pol_2026_11\s+superseded/],
     [['admin', 'metrics'], /apl_http_requests_total/],
-    [['cluster', 'status'], /node\s+n1 \(leader\)[^]*member\s+role\s+agent plane\s+match index\s+lag\nn1\s+leader/],
+    [['cluster', 'status'], /node\s+n1 \(leader\)[^]*voters\s+n1\nlearners\s+none\n[^]*member\s+role\s+agent plane\s+peer\s+match index\s+lag\nn1\s+leader/],
     [['cluster', 'transfer', 'n1'], /n1 leads already: nothing moves/],
     [['log', 'digest'], /applied index\s+\d+\ntick\s+\d+\ndigest\s+[0-9a-f]{64}\nstate hash\s+[0-9a-f]{64}/],
   ];
@@ -164,7 +164,22 @@ t.test('every admin route has its command', async (t) => {
     if (out) t.match(r.stdout, out, `apl ${args.join(' ')}`);
   }
   const status = await json(['cluster', 'status']);
-  t.match(status.body, { node: 'n1', role: 'leader', members: [{ id: 'n1', role: 'leader' }] });
+  t.match(status.body, { node: 'n1', role: 'leader', voters: ['n1'], learners: [], members: [{ id: 'n1', role: 'leader', voter: true }] });
+  // Membership changes have their commands; a standalone node refuses them, and says why.
+  const add = await apl(['cluster', 'add', 'n2', '127.0.0.1:7444', 'https://127.0.0.1:8444']);
+  t.equal(add.code, EXIT.rejected);
+  t.match(add.stderr, /A standalone node has no cluster membership to change/);
+  const promote = await json(['cluster', 'promote', 'n7']);
+  t.equal(promote.code, EXIT.rejected);
+  t.match(promote.body.error, { code: 'not_found', status: 404 });
+  const remove = await apl(['cluster', 'remove', 'n7']);
+  t.equal(remove.code, EXIT.rejected);
+  t.match(remove.stderr, /n7 is not a member of the cluster/);
+  const bad = await apl(['cluster', 'add', 'N 2', 'nowhere', 'https://127.0.0.1:8444']);
+  t.equal(bad.code, EXIT.rejected);
+  t.match(bad.stderr, /peer_addr: must be host:port/);
+  const missing = await apl(['cluster', 'add', 'n2']);
+  t.equal(missing.code, EXIT.usage, 'the addresses are required');
 });
 
 t.test('four eyes: the author may not review, and apl says who may', async (t) => {

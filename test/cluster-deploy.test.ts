@@ -117,7 +117,7 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   // A spare starts on its own and says how to add it.
   const spare = execFileSync(process.execPath, [script, 'start', 'n4', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(spare, /n4 runs from .* and waits to be added \(cluster_state join\)/);
-  t.match(spare, new RegExp(`cluster add n4 --peer-addr 127\\.0\\.0\\.1:${configs.n4!.peer_port + offset}`), 'with the command that adds it');
+  t.match(spare, new RegExp(`cluster add n4 127\\.0\\.0\\.1:${configs.n4!.peer_port + offset}`), 'with the command that adds it');
   pids.splice(0, pids.length, ...Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>));
   const stop = execFileSync(process.execPath, [script, 'stop', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(stop, /stopped n1, n2, n4/, "every member that runs (n3 was refused)");

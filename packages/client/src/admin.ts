@@ -25,6 +25,7 @@ export type DryRunReport = S['DryRunReport'];
 export type Cluster = S['Cluster'];
 export type Digest = S['Digest'];
 export type Transfer = S['Transfer'];
+export type MembershipChange = S['MembershipChange'];
 export type PolicyList = Body<'listPolicies'>;
 
 export interface AdminClientOptions extends Omit<TransportOptions, 'urls'> {
@@ -114,6 +115,18 @@ export class AdminClient {
   /** Asks the primary to hand over to a member; `transferring_to` is null when it already leads. */
   transferLeadership(body: S['TransferRequest']): Promise<Transfer> {
     return this.send('POST', '/admin/v1/cluster/transfer-leadership', 'transferLeadership', body);
+  }
+  /** Adds a member as a learner (operator); answered once the change is applied on the member asked. */
+  addMember(body: S['MemberRequest']): Promise<MembershipChange> {
+    return this.send('POST', '/admin/v1/cluster/members', 'addMember', body);
+  }
+  /** Promotes a learner that has caught up to a voter (operator). */
+  promoteMember(id: string): Promise<MembershipChange> {
+    return this.send('POST', `/admin/v1/cluster/members/${seg(id)}/promote`, 'promoteMember');
+  }
+  /** Removes a member, voter or learner (operator); the primary hands over first when it is the one removed. */
+  removeMember(id: string): Promise<MembershipChange> {
+    return this.send('DELETE', `/admin/v1/cluster/members/${seg(id)}`, 'removeMember');
   }
   /** The hash-chain head, the applied index, the tick and the state hash. */
   getDigest(): Promise<Digest> {

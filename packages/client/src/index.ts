@@ -20,7 +20,7 @@ export type {
 export { AdminClient } from './admin.js';
 export type {
   AdminAccount, AdminClientOptions, AdminPolicy, AdminUsageReport, Binding, Cluster, Digest, DryRunReport, ExportOptions, Party,
-  PolicyList, Transfer, TrustRoot,
+  MembershipChange, PolicyList, Transfer, TrustRoot,
 } from './admin.js';
 export type { FeedHeartbeat, FeedOptions, FeedRecord } from './feed.js';
 export { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorBodyOf, type ErrorExtras } from './errors.js';

@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { parseJson } from '@apl/client';
+import { parseJson, type MembershipChange } from '@apl/client';
 import { act } from '../context.js';
 import { DEFAULT_PLAN, bootstrap, ensureIssuerKey, issuerFiles, type DevPlan } from '../dev.js';
 import { UsageError } from '../exit.js';
@@ -74,13 +74,35 @@ export function devCommand(): Command {
 
 export function clusterCommand(): Command {
   const cluster = new Command('cluster').description('the replicated group');
-  cluster.command('status').description('members, roles, term, commit and applied index, as the member asked sees them')
+  cluster.command('status').description('voters, learners, each member\'s role and lag, term, commit and applied index, as the member asked sees them')
     .action(act(async (ctx) => {
       const c = await withAdmin(ctx, (a) => a.getCluster());
       ctx.out.result(c, () => [
-        fields([['node', `${c.node} (${c.role})`], ['leader', c.leader ?? 'none known'], ['term', c.term], ['commit index', c.commit_index], ['applied index', c.applied_index]]),
-        table(c.members, [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['match_index', 'match index'], ['lag', 'lag']]),
+        fields([
+          ['node', `${c.node} (${c.role})`], ['leader', c.leader ?? 'none known'], ['term', c.term], ['commit index', c.commit_index], ['applied index', c.applied_index],
+          ['voters', c.voters.join(', ')], ['learners', c.learners.join(', ') || 'none'],
+        ]),
+        table(c.members, [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['peer_addr', 'peer'], ['match_index', 'match index'], ['lag', 'lag']]),
       ].join('\n'));
+    }));
+  const changed = (m: MembershipChange, what: string) => `${what} at index ${m.index}; voters ${m.voters.join(', ')}; learners ${m.learners.join(', ') || 'none'}`;
+  cluster.command('add').argument('<id>').argument('<peer-addr>', 'its peer-mesh address, host:port')
+    .argument('<agent-url>', 'its agent-plane URL').argument('[admin-url]', 'its admin-plane URL')
+    .description('add a member as a learner (operator); start it first with cluster_state join')
+    .action(act(async (ctx, [id, peerAddr, agentUrl, adminUrl]) => {
+      const body = { id: id!, peer_addr: peerAddr!, agent_url: agentUrl!, ...(adminUrl ? { admin_url: adminUrl } : {}) };
+      const m = await withAdmin(ctx, (a) => a.addMember(body));
+      ctx.out.result(m, () => `${changed(m, `added ${m.id} as a learner`)}\npromote it once apl cluster status shows its lag near 0: apl cluster promote ${m.id}`);
+    }));
+  cluster.command('promote').argument('<id>').description('promote a learner that has caught up to a voter (operator)')
+    .action(act(async (ctx, [id]) => {
+      const m = await withAdmin(ctx, (a) => a.promoteMember(id!));
+      ctx.out.result(m, () => changed(m, `promoted ${m.id}`));
+    }));
+  cluster.command('remove').argument('<id>').description('remove a member, voter or learner (operator); a primary hands over first')
+    .action(act(async (ctx, [id]) => {
+      const m = await withAdmin(ctx, (a) => a.removeMember(id!));
+      ctx.out.result(m, () => `${changed(m, `removed ${m.id}`)}\nstop its process: it serves nothing any more`);
     }));
   cluster.command('transfer').argument('<member>').description('ask the primary to hand leadership over to a member (operator)')
     .action(act(async (ctx, [to]) => {
