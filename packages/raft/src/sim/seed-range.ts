@@ -9,9 +9,21 @@ import { describeResult, runSeeds } from './main.js';
  * must have happened many times, so that no checker passes on runs where nothing did.
  * The minimums sit well below what 500 seeds do (docs/raft.md has the figures).
  */
+/**
+ * Seeds that fail on a defect that is known and still open, each named in docs/raft.md
+ * ("What the checkers caught"). A range must fail exactly on its known seeds: a new
+ * failure fails the test, and so does a known seed that passes (update this list and
+ * the docs when a fix lands).
+ */
+export const KNOWN_OPEN: Readonly<Record<number, string>> = {
+  494: 'liveness: a learner holding an uncommitted suffix refuses the vote that a leader counting it as promoted (in an uncommitted change) needs, while another voter is lost for good',
+};
+
 export function checkSeedRange(t: Test, from: number, count: number): void {
   const { failed, events, counts } = runSeeds(from, count);
-  t.same(failed.map(describeResult), [], 'failing seeds (replay one with: npm run sim -- --seed S)');
+  const known = Object.keys(KNOWN_OPEN).map(Number).filter((s) => s >= from && s < from + count);
+  t.same(failed.filter((r) => !known.includes(r.seed)).map(describeResult), [], 'failing seeds (replay one with: npm run sim -- --seed S)');
+  for (const s of known) t.ok(failed.some((r) => r.seed === s && r.violation?.checker === 'liveness'), `seed ${s} still fails on its known open defect: ${KNOWN_OPEN[s]}`);
   t.ok(events > count * 1000, `the runs did real work (${events} events)`);
   t.ok(counts.readsAnswered >= 5 * count, `reads answered: ${counts.readsAnswered}`);
   t.ok(counts.acked >= 50 * count, `proposals acknowledged: ${counts.acked}`);
