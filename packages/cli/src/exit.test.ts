@@ -2,7 +2,7 @@
 // that names the next step, for the node's error codes and for apl's own failures.
 import t from 'tap';
 import { ERROR_CLASSES, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorCode } from '@apl/client';
-import { EXIT, MismatchError, UsageError, failure } from './exit.js';
+import { EXIT, MismatchError, UsageError, advising, failure } from './exit.js';
 
 const ctx = { caFile: '/ca.pem', tokensFile: '/tokens.json' };
 const api = (code: ErrorCode, status: number, extra: Record<string, unknown> = {}) => new ERROR_CLASSES[code](status, { error: code, message: `m ${code}`, ...extra } as never);
@@ -28,6 +28,17 @@ t.test('the node\'s refusals exit 4 with advice; 503 and 421 exit 5', async (t) 
   t.same([failure(api('commit_unavailable', 503), ctx).exit, failure(api('not_primary', 421), ctx).exit], [EXIT.unavailable, EXIT.unavailable]);
   t.match(failure(api('not_primary', 421), ctx).hint, /every replica/);
   t.match(failure(api('commit_unavailable', 503), ctx).hint, /same --transaction/);
+});
+
+t.test('a command\'s own advice replaces the general one for the codes it names, and only those', async (t) => {
+  const hints = { invalid_transition: 'apl cluster status shows the voters' };
+  const advised = await advising(hints, () => Promise.reject(api('invalid_transition', 409, { id: 'n4' }))).catch((e: unknown) => e);
+  t.match(failure(advised, ctx), { exit: EXIT.rejected, code: 'invalid_transition', message: 'm invalid_transition', hint: hints.invalid_transition, status: 409, body: { id: 'n4' } });
+  const other = await advising(hints, () => Promise.reject(api('forbidden', 403))).catch((e: unknown) => e);
+  t.match(failure(other, ctx).hint, /--as <name>/, 'a code it does not name keeps the general advice');
+  const unavailable = await advising({ not_primary: 'x' }, () => Promise.reject(api('not_primary', 421))).catch((e: unknown) => e);
+  t.equal(failure(unavailable, ctx).exit, EXIT.unavailable, 'the exit code stays the refusal\'s');
+  t.equal(await advising(hints, () => Promise.resolve(7)), 7);
 });
 
 t.test('no answer exits 5, a local problem 2, a failed verification 6, a bug 1', async (t) => {

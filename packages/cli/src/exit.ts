@@ -12,7 +12,7 @@
  * | 5 | no usable answer: no node at the address, TLS, time-out, or 5xx / 503 after the retries |
  * | 6 | verification failed: the exported log does not check out, or it disagrees with the node's digest |
  */
-import { ApiError, NoAttestationError, TransportError, UnexpectedResponseError } from '@apl/client';
+import { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorCode } from '@apl/client';
 
 export const EXIT = {
   ok: 0,
@@ -38,6 +38,28 @@ export class MismatchError extends Error {
   override readonly name = 'MismatchError';
 }
 
+/**
+ * A node's refusal met by a command that advises better than the general advice for
+ * its code: `invalid_transition` from `apl cluster` is about membership, not a
+ * policy's lifecycle. The exit code, the message and the body stay the refusal's.
+ */
+export class AdvisedError extends Error {
+  override readonly name = 'AdvisedError';
+  constructor(readonly refusal: ApiError, readonly hint: string) {
+    super(refusal.message);
+  }
+}
+
+/** Runs `f`; a refusal whose code `hints` names is given that advice. */
+export async function advising<T>(hints: Partial<Record<ErrorCode, string>>, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    const hint = err instanceof ApiError ? hints[err.code as ErrorCode] : undefined;
+    throw hint === undefined ? err : new AdvisedError(err as ApiError, hint);
+  }
+}
+
 const TLS_CODES = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|EPROTO/;
 
 export interface Failure {
@@ -52,6 +74,7 @@ export interface Failure {
 
 /** What a failure means for the caller: its exit code, its message and the advice. */
 export function failure(err: unknown, ctx: { caFile: string | null; tokensFile: string }): Failure {
+  if (err instanceof AdvisedError) return { ...failure(err.refusal, ctx), hint: err.hint };
   if (err instanceof ApiError) {
     const exit = err.status >= 500 || err.code === 'not_primary' ? EXIT.unavailable : EXIT.rejected;
     return { exit, code: err.code, message: err.message, hint: apiHint(err, ctx), status: err.status, body: err.body };
