@@ -7,7 +7,7 @@ import { Command } from 'commander';
 import { parseJson, type MembershipChange } from '@apl/client';
 import { act } from '../context.js';
 import { DEFAULT_PLAN, bootstrap, ensureIssuerKey, issuerFiles, type DevPlan } from '../dev.js';
-import { UsageError } from '../exit.js';
+import { UsageError, advising } from '../exit.js';
 import { fields, table } from '../output.js';
 import { withAdmin } from './admin.js';
 
@@ -85,28 +85,33 @@ export function clusterCommand(): Command {
         table(c.members, [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['peer_addr', 'peer'], ['match_index', 'match index'], ['lag', 'lag']]),
       ].join('\n'));
     }));
+  // invalid_transition and already_exists are also the policy lifecycle's codes: here they are about membership.
+  const MEMBERSHIP_ADVICE = {
+    invalid_transition: 'apl cluster status shows the voters, the learners and each one\'s lag: change one member at a time, and promote a learner once its lag is near 0.',
+    already_exists: 'apl cluster status lists the members in force.',
+  };
   const changed = (m: MembershipChange, what: string) => `${what} at index ${m.index}; voters ${m.voters.join(', ')}; learners ${m.learners.join(', ') || 'none'}`;
   cluster.command('add').argument('<id>').argument('<peer-addr>', 'its peer-mesh address, host:port')
     .argument('<agent-url>', 'its agent-plane URL').argument('[admin-url]', 'its admin-plane URL')
     .description('add a member as a learner (operator); start it first with cluster_state join')
     .action(act(async (ctx, [id, peerAddr, agentUrl, adminUrl]) => {
       const body = { id: id!, peer_addr: peerAddr!, agent_url: agentUrl!, ...(adminUrl ? { admin_url: adminUrl } : {}) };
-      const m = await withAdmin(ctx, (a) => a.addMember(body));
+      const m = await advising(MEMBERSHIP_ADVICE, () => withAdmin(ctx, (a) => a.addMember(body)));
       ctx.out.result(m, () => `${changed(m, `added ${m.id} as a learner`)}\npromote it once apl cluster status shows its lag near 0: apl cluster promote ${m.id}`);
     }));
   cluster.command('promote').argument('<id>').description('promote a learner that has caught up to a voter (operator)')
     .action(act(async (ctx, [id]) => {
-      const m = await withAdmin(ctx, (a) => a.promoteMember(id!));
+      const m = await advising(MEMBERSHIP_ADVICE, () => withAdmin(ctx, (a) => a.promoteMember(id!)));
       ctx.out.result(m, () => changed(m, `promoted ${m.id}`));
     }));
   cluster.command('remove').argument('<id>').description('remove a member, voter or learner (operator); a primary hands over first')
     .action(act(async (ctx, [id]) => {
-      const m = await withAdmin(ctx, (a) => a.removeMember(id!));
+      const m = await advising(MEMBERSHIP_ADVICE, () => withAdmin(ctx, (a) => a.removeMember(id!)));
       ctx.out.result(m, () => `${changed(m, `removed ${m.id}`)}\nstop its process: it serves nothing any more`);
     }));
   cluster.command('transfer').argument('<member>').description('ask the primary to hand leadership over to a member (operator)')
     .action(act(async (ctx, [to]) => {
-      const t = await withAdmin(ctx, (a) => a.transferLeadership({ to: to! }));
+      const t = await advising(MEMBERSHIP_ADVICE, () => withAdmin(ctx, (a) => a.transferLeadership({ to: to! })));
       ctx.out.result(t, () => (t.transferring_to === null ? `${t.leader} leads already: nothing moves` : `leadership is moving from ${t.leader} to ${t.transferring_to}: follow it with apl cluster status`));
     }));
   return cluster;
