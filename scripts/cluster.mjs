@@ -109,7 +109,7 @@ async function start() {
     fail(`${refused.join(', ')} did not start (the log above says why)`);
   }
   writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
-  if (configs.every((c) => c.cluster_state === 'join')) return printJoining(configs.map((c) => members.find((m) => m.id === c.node_id) ?? local(c.members).find((m) => m.id === c.node_id)));
+  if (configs.every((c) => c.cluster_state === 'join')) return printJoining(configs.map((c) => local(c.members).find((m) => m.id === c.node_id)));
   const leader = await electedLeader(members.filter((m) => IDS.includes(m.id) && pids[m.id] !== undefined));
   const what = started.length === 0 ? 'all three members already run' : `started ${started.join(', ')}`;
   const lines = ['', `agent-plane ledger: a three-node cluster runs from ${dir} (${what}); the primary is ${leader}.`];

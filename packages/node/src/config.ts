@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { parseWith } from '@apl/core';
-import { MemberAddresses } from './membership.js';
+import { MEMBER_ID, MEMBER_ID_PHRASE, MemberAddresses } from './membership.js';
 import { PLANE_ROLES } from './roles.js';
 
 /** An integer setting in [lo, hi], refused with the range in words. */
@@ -23,7 +23,7 @@ const port = int(0, 65535, 'a port number (0 to 65535)');
 const ms = (d: number) => int(1, 3_600_000, 'a number of milliseconds from 1 to 3600000').default(d);
 const count = (d: number, max: number) => int(1, max).default(d);
 
-const NodeId = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'must be a node id (lowercase letters, digits and -, at most 32)');
+const NodeId = z.string().regex(MEMBER_ID, MEMBER_ID_PHRASE);
 const Member = z.strictObject({ id: NodeId, ...MemberAddresses.shape });
 
 const Principal = z.strictObject({

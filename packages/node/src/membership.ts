@@ -19,6 +19,10 @@ import type { ConfState } from '@apl/raft';
  */
 export const PROMOTE_LAG_ENTRIES_MAX = 1000;
 
+/** A member's id: what its peer certificate names, in the configuration and the admin plane alike. */
+export const MEMBER_ID = /^[a-z0-9][a-z0-9-]{0,31}$/;
+export const MEMBER_ID_PHRASE = 'must be a node id (lowercase letters, digits and -, at most 32)';
+
 /** A member's addresses, as its configuration entry and the admin request name them. */
 export const MemberAddresses = z.strictObject({
   /** host:port of its peer-mesh listener; its certificate names its id. */

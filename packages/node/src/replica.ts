@@ -210,7 +210,7 @@ export class Replica {
     // A group of one elects itself at once (campaign does nothing for a non-voter).
     const conf = this.raft.status().conf;
     if (conf.voters.length === 1 && conf.voters[0] === this.opts.id) this.raft.campaign();
-    this.observeMembers();
+    this.observeMembers(conf);
     this.timers.push(setInterval(() => {
       this.raft.tick();
       this.kick();
@@ -685,8 +685,7 @@ export class Replica {
   }
 
   /** Tells onMembers when the configuration in force changed (the mesh follows it). */
-  private observeMembers(): void {
-    const conf = this.raft.status().conf;
+  private observeMembers(conf: ConfState): void {
     if (conf === this.conf) return;
     this.conf = conf;
     this.opts.onMembers?.(conf);
@@ -694,7 +693,7 @@ export class Replica {
 
   private observe(): void {
     const s = this.raft.status();
-    this.observeMembers();
+    this.observeMembers(s.conf);
     if (s.term > this.term) this.onNewTerm(s.term);
     const m = this.opts.metrics;
     m.appliedIndex.set(this.store.position.applied);

@@ -10,7 +10,7 @@ import {
   TransactionId, UsageId, UsageMove,
 } from '@apl/core';
 import { STATUS } from './errors.js';
-import { MemberAddresses } from './membership.js';
+import { MEMBER_ID, MEMBER_ID_PHRASE, MemberAddresses } from './membership.js';
 
 /** The intent envelope of POST /api/v1/intents. `agent` is checked apart (422 invalid_agent_uri). */
 export function intentEnvelope(entriesMax: number) {
@@ -167,8 +167,7 @@ export const TransferView = z.strictObject({
   leader: z.string().nullable().meta({ description: 'The member that leads as the request is answered.' }),
   transferring_to: z.string().nullable().meta({ description: 'The member leadership is being handed to; null when it already leads.' }),
 });
-const MEMBER_ID_PHRASE = 'must be a node id (lowercase letters, digits and -, at most 32)';
-const MemberId = z.string({ error: MEMBER_ID_PHRASE }).regex(/^[a-z0-9][a-z0-9-]{0,31}$/, MEMBER_ID_PHRASE);
+const MemberId = z.string({ error: MEMBER_ID_PHRASE }).regex(MEMBER_ID, MEMBER_ID_PHRASE);
 export const MemberRequest = z.strictObject({
   id: MemberId.meta({ description: 'The new member\'s node id; its peer certificate must name it (CN and DNS SAN).' }),
   ...MemberAddresses.shape,

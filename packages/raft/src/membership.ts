@@ -119,17 +119,14 @@ export class ConfLog {
   /**
    * track records the conf entries among `ents`, just written to the log, after dropping
    * the changes the log no longer holds (`inLog` says whether (index, term) is in it).
-   * Returns whether the configuration in force changed.
    */
-  track(ents: readonly Entry[], inLog: (index: number, term: number) => boolean): boolean {
-    const before = this.current();
+  track(ents: readonly Entry[], inLog: (index: number, term: number) => boolean): void {
     this.changes = this.changes.filter((c) => inLog(c.index, c.term));
     for (const e of ents) {
       if (e.type !== 'conf' || this.changes.some((c) => c.index === e.index)) continue;
       this.changes.push({ index: e.index, term: e.term, conf: decodeConfEntry(e.data).conf });
     }
     this.changes.sort((a, b) => a.index - b.index);
-    return this.current() !== before;
   }
 
   /** compactTo folds the changes at or below `index` into the base (the log now starts there). */
