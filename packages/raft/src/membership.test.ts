@@ -244,3 +244,33 @@ t.test('a member that joined does not compact where it knows no configuration', 
   t.equal(net.node('n4').compact(1, bytes('s')), null, 'below its first conf entry: nothing is compacted');
   t.ok(net.compact('n4') !== null, 'from its first conf entry on, it compacts');
 });
+
+t.test('a learner receives only committed entries, so an uncommitted suffix on it never blocks the election a promotion needs', async (t) => {
+  const net = group();
+  net.join('n4');
+  net.proposeConf('n1', addLearner('n4'));
+  // n1 appends the promotion of n4, which reaches no one: n1 now needs three of four.
+  net.filter = (m) => !(m.from === 'n1' && m.type === 'app');
+  t.equal(code(net.proposeConf('n1', { type: 'promote', node: 'n4' })), 'ok');
+  net.heal();
+  net.isolate('n1');
+  // n2 wins under {n1, n2, n3}; its entries reach only the learner n4, then n2 is lost for good.
+  net.filter = (m) => !(m.from === 'n2' && m.type === 'app' && m.to !== 'n4');
+  net.campaign('n2');
+  t.equal(net.node('n2').status().role, 'leader');
+  net.propose('n2', 'uncommitted');
+  t.notOk(net.appliedData('n2').includes('uncommitted'), 'the learner does not make a quorum');
+  t.ok(
+    net.delivered.every((m) => !(m.from === 'n2' && m.to === 'n4' && m.type === 'app' && m.entries.some((e) => e.term === net.node('n2').status().term))),
+    'the learner received none of the leader\'s uncommitted entries',
+  );
+  net.heal();
+  net.isolate('n2');
+  // n1 counts n4 as a voter (its promotion is n1's latest entry) and needs n1, n3 and n4; n3
+  // needs n1, whose log is longer. Had n4 received n2's entries, it would refuse n1 forever.
+  net.tickAll(200, ['n1', 'n3', 'n4']);
+  const leader = ['n1', 'n3', 'n4'].find((id) => net.node(id).status().role === 'leader');
+  if (!t.ok(leader !== undefined, `a leader was elected without n2 (${leader})`)) return;
+  net.propose(leader as string, 'after');
+  t.ok(net.appliedData('n4').includes('after'), 'and the group commits');
+});

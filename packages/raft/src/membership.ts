@@ -26,6 +26,10 @@ export function isVoter(c: ConfState, id: NodeId): boolean {
   return c.voters.includes(id);
 }
 
+export function isLearner(c: ConfState, id: NodeId): boolean {
+  return c.learners.includes(id);
+}
+
 export function isMember(c: ConfState, id: NodeId): boolean {
   return c.voters.includes(id) || c.learners.includes(id);
 }

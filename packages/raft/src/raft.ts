@@ -7,7 +7,7 @@
 import { assert } from './assert.js';
 import { bytesEqual, entryBytes } from './entry.js';
 import { RaftLog } from './log.js';
-import { ConfLog, applyChange, confState, encodeConfEntry, isMember, isVoter, members } from './membership.js';
+import { ConfLog, applyChange, confState, encodeConfEntry, isLearner, isMember, isVoter, members } from './membership.js';
 import { Progress } from './progress.js';
 import { ReadOnly, decodeSeq, encodeSeq } from './read-only.js';
 import type {
@@ -416,7 +416,7 @@ export class Raft {
     // An answer that frees the window may have been lost: let one more message out, which
     // the member rejects if it missed something, turning the stream back into a probe.
     if (pr.state === 'replicate' && pr.inflights.full()) pr.inflights.freeFirstOne();
-    if (pr.match < this.log.lastIndex()) this.sendAppend(m.from);
+    if (pr.match < this.sendable(m.from)) this.sendAppend(m.from);
     const seq = decodeSeq(m.context);
     if (seq === null || !this.isVoter(m.from)) return;
     const voters = this.conf.voters;
@@ -542,18 +542,29 @@ export class Raft {
    * maybeSendAppend sends `to` the entries from its `next` on, or a snapshot when they are
    * compacted. With `sendIfEmpty` false it sends nothing when there are no entries to send.
    * Returns whether it sent a message.
+   *
+   * A learner receives committed entries only. Its copy counts toward no quorum, so an
+   * uncommitted entry would gain nothing there, and it could do harm: a leader that counts
+   * the learner as promoted (the promotion uncommitted in its log) needs its vote, which
+   * the learner refuses when it holds a later-term suffix from another leader, while as a
+   * learner in its own log it never campaigns; with a voter lost, nobody is ever elected.
    */
   private maybeSendAppend(to: NodeId, sendIfEmpty: boolean): boolean {
     const pr = this.prs.get(to) as Progress;
     if (pr.isPaused()) return false;
     const prevIndex = pr.next - 1;
     const prevTerm = this.log.term(prevIndex);
-    const ents = prevTerm === undefined ? undefined : this.log.slice(pr.next, this.log.lastIndex() + 1, this.cfg.maxSizePerMsg);
+    const ents = prevTerm === undefined ? undefined : this.log.slice(pr.next, Math.max(this.sendable(to), prevIndex) + 1, this.cfg.maxSizePerMsg);
     if (prevTerm === undefined || ents === undefined) return this.sendSnapshot(to, pr);
     if (ents.length === 0 && !sendIfEmpty) return false;
     this.send({ type: 'app', to, index: prevIndex, logTerm: prevTerm, entries: ents, commit: this.log.committed });
     pr.sentEntries(prevIndex + ents.length, ents.reduce((n, e) => n + entryBytes(e), 0));
     return true;
+  }
+
+  /** sendable is the last index the leader sends `to`: the commit index for a learner. */
+  private sendable(to: NodeId): number {
+    return isLearner(this.conf, to) ? this.log.committed : this.log.lastIndex();
   }
 
   private sendSnapshot(to: NodeId, pr: Progress): boolean {
