@@ -5,7 +5,11 @@
  * latency p50/p99/max, the server's RSS and V8 heap, and the answers by status;
  * then it stops the node and times a restart to ready.
  *
- *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--json out.json]
+ *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--json out.json]
+ *
+ * The first `--warmup` intents, on the same connections, are a row of their own: the
+ * 64 TLS handshakes and the server's first compilations all land in the first second,
+ * which says nothing about growth. Their maximum is printed beside the verdict.
  *
  * Targets (issue "The ledger's state on disk"): the last window's throughput within
  * 20 % of the first's, max latency never above 250 ms, no 503, the heap under the
@@ -25,31 +29,42 @@ const { values: a } = parseArgs({
     intents: { type: 'string', default: '1000000' },
     window: { type: 'string', default: '100000' },
     concurrency: { type: 'string', default: '64' },
+    warmup: { type: 'string', default: '2000' },
     parties: { type: 'string', default: '256' },
     json: { type: 'string' },
   },
 });
 const total = Number(a.intents);
 const windowIntents = Number(a.window);
+const warmupIntents = Number(a.warmup);
 
 const server = await startBenchServer();
-const rows: (LoadStats & { recorded: number; rssBytes: number; heapBytes: number })[] = [];
+type Row = LoadStats & { recorded: number; rssBytes: number; heapBytes: number };
+const rows: Row[] = [];
+let warmup: Row | null = null;
 let recorded = 0;
 let restartMs = NaN;
 try {
   const runId = `g${Date.now().toString(36)}`;
   const mix = new Mix(await bootstrapWorkload(server.admin, Number(a.parties), runId), runId);
-  console.log(`${total.toLocaleString('en-US')} intents at ${a.concurrency} in flight, a line per ${windowIntents.toLocaleString('en-US')}`);
-  console.log('| intents recorded | intents/s | p50 | p99 | max | server RSS | server heap | answers |');
-  console.log('|---:|---:|---:|---:|---:|---:|---:|---|');
+  console.log(`${warmupIntents.toLocaleString('en-US')} intents of warm-up (connections opened, code compiled), then ${total.toLocaleString('en-US')} intents at ${a.concurrency} in flight, a line per ${windowIntents.toLocaleString('en-US')}`);
+  console.log('| intents recorded | intents/s | p50 | p99 | max | max at | server RSS | server heap | answers |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  const line = async (label: string, w: LoadStats) => {
+    const row = { ...w, recorded, rssBytes: server.rss(), heapBytes: await server.heapUsed() };
+    const answers = Object.entries(w.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
+    console.log(`| ${label} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${w.maxAtSeconds.toFixed(1)} s | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${answers} |`);
+    return row;
+  };
   await runLoad({
-    urls: [server.proc.agentUrl], ca: server.ca, concurrency: Number(a.concurrency), mix, intents: total, windowIntents,
+    urls: [server.proc.agentUrl], ca: server.ca, concurrency: Number(a.concurrency), mix, intents: warmupIntents + total, windowIntents, warmupIntents,
+    onWarmup: async (w) => {
+      recorded += w.intents;
+      warmup = await line(`${recorded.toLocaleString('en-US')} (warm-up)`, w);
+    },
     onWindow: async (w) => {
       recorded += w.intents;
-      const row = { ...w, recorded, rssBytes: server.rss(), heapBytes: await server.heapUsed() };
-      rows.push(row);
-      const answers = Object.entries(w.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
-      console.log(`| ${recorded.toLocaleString('en-US')} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${answers} |`);
+      rows.push(await line(recorded.toLocaleString('en-US'), w));
     },
   });
   await server.stop({ keepData: true });
@@ -66,6 +81,7 @@ try {
   await server.stop().catch(() => undefined);
 }
 
+const warm = warmup as Row | null; // assigned in a callback, which the compiler does not follow
 const first = rows[0];
 const last = rows[rows.length - 1];
 if (first && last) {
@@ -74,11 +90,11 @@ if (first && last) {
   const peakHeap = Math.max(...rows.map((r) => r.heapBytes));
   const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
   console.log(`last window ${Math.round(last.intentsPerSecond)}/s against the first's ${Math.round(first.intentsPerSecond)}/s: ${verdict(last.intentsPerSecond >= 0.8 * first.intentsPerSecond)}`);
-  console.log(`max latency ${maxLatency.toFixed(0)} ms (target 250): ${verdict(maxLatency <= 250)}`);
+  console.log(`max latency ${maxLatency.toFixed(0)} ms after the warm-up (target 250): ${verdict(maxLatency <= 250)}${warm ? `; in the warm-up ${warm.max.toFixed(0)} ms` : ''}`);
   console.log(`503 answers: ${unavailable}: ${verdict(unavailable === 0)}`);
   console.log(`peak heap ${mb(peakHeap)}; restart ${(restartMs / 1000).toFixed(2)} s (target 5): ${verdict(restartMs < 5000)}`);
 }
-if (a.json) writeFileSync(a.json, `${JSON.stringify({ rows, restartMs }, null, 2)}\n`);
+if (a.json) writeFileSync(a.json, `${JSON.stringify({ warmup, rows, restartMs }, null, 2)}\n`);
 
 function mb(bytes: number): string {
   return `${(bytes / 2 ** 20).toFixed(0)} MB`;

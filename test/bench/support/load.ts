@@ -22,6 +22,13 @@ export interface LoadOptions {
   /** called after every `windowIntents` intents with the window's figures. */
   windowIntents?: number;
   onWindow?: (w: LoadStats) => void | Promise<void>;
+  /**
+   * the first `warmupIntents` intents (on the same connections) form a window of their
+   * own, given to `onWarmup`: connections opened, server code compiled. They count
+   * toward `intents` and the whole run's figures, and the windows start after them.
+   */
+  warmupIntents?: number;
+  onWarmup?: (w: LoadStats) => void | Promise<void>;
 }
 
 export interface LoadStats {
@@ -34,6 +41,8 @@ export interface LoadStats {
   p50: number;
   p99: number;
   max: number;
+  /** when the slowest intent of the window was sent, in seconds since the load began. */
+  maxAtSeconds: number;
   readP99: number;
   /** answers by status code, and verdicts of the 200s. */
   statuses: Record<string, number>;
@@ -46,9 +55,17 @@ class Window {
   readonly statuses: Record<string, number> = {};
   readonly verdicts: Record<string, number> = {};
   readonly start = performance.now();
+  private maxMs = -1;
+  private maxSentAt = 0;
 
-  record(kind: RequestKind, ms: number, status: number, verdict: string | null): void {
+  constructor(private readonly loadStart = performance.now()) {}
+
+  record(kind: RequestKind, ms: number, status: number, verdict: string | null, sentAt: number): void {
     (kind === 'read' ? this.readMs : this.intentMs).push(ms);
+    if (kind !== 'read' && ms > this.maxMs) {
+      this.maxMs = ms;
+      this.maxSentAt = sentAt;
+    }
     this.statuses[status] = (this.statuses[status] ?? 0) + 1;
     if (verdict !== null) this.verdicts[verdict] = (this.verdicts[verdict] ?? 0) + 1;
   }
@@ -66,6 +83,7 @@ class Window {
       p50: percentile(lat, 50),
       p99: percentile(lat, 99),
       max: lat.length === 0 ? 0 : lat[lat.length - 1]!,
+      maxAtSeconds: (this.maxSentAt - this.loadStart) / 1000,
       readP99: percentile(reads, 99),
       statuses: this.statuses,
       verdicts: this.verdicts,
@@ -83,10 +101,13 @@ export async function runLoad(o: LoadOptions): Promise<LoadStats> {
   const ca = readFileSync(o.ca);
   const pools = o.urls.map((u) => new Pool(u, { connections: Math.max(1, Math.ceil(o.concurrency / o.urls.length)), pipelining: 1, connect: { ca } }));
   const total = new Window();
-  let window = new Window();
+  const loadStart = total.start;
+  let window = new Window(loadStart);
   let sent = 0;
   let intentsSent = 0;
   let windowed = 0;
+  let warmed = 0;
+  let warming = (o.warmupIntents ?? 0) > 0;
   const deadline = o.durationMs === undefined ? Infinity : performance.now() + o.durationMs;
   const more = () => (o.intents === undefined || intentsSent < o.intents) && performance.now() < deadline;
   let failure: Error | null = null;
@@ -102,11 +123,16 @@ export async function runLoad(o: LoadOptions): Promise<LoadStats> {
       const ms = performance.now() - t0;
       const verdict = req.method === 'POST' && res.statusCode === 200 ? verdictOf(text) : null;
       o.mix.observe(req, res.statusCode, text);
-      total.record(req.kind, ms, res.statusCode, verdict);
-      window.record(req.kind, ms, res.statusCode, verdict);
-      if (o.onWindow && o.windowIntents && req.kind !== 'read' && ++windowed % o.windowIntents === 0) {
+      total.record(req.kind, ms, res.statusCode, verdict, t0);
+      window.record(req.kind, ms, res.statusCode, verdict, t0);
+      if (req.kind !== 'read' && warming && ++warmed === o.warmupIntents) {
+        warming = false;
         const done = window;
-        window = new Window();
+        window = new Window(loadStart);
+        await o.onWarmup?.(done.stats());
+      } else if (o.onWindow && o.windowIntents && req.kind !== 'read' && !warming && ++windowed % o.windowIntents === 0) {
+        const done = window;
+        window = new Window(loadStart);
         await o.onWindow(done.stats());
       }
     }
