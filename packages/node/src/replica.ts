@@ -38,6 +38,9 @@ import { LedgerStore, type SnapshotChunk, type WrapDb } from './ledger-store.js'
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
+/** how many compaction intervals the log may grow by while a member installs a store. */
+const SNAPSHOT_HOLD_INTERVALS = 5;
+
 /** Carries Raft messages to the other members. */
 export interface Transport {
   send(messages: Message[]): void;
@@ -729,8 +732,16 @@ export class Replica {
     // The log keeps a tail of catch-up entries before the applied index. A store
     // received from the primary may be ahead of the snapshot Raft accepted with it, and
     // Raft compacts only what it has applied itself.
-    const index = Math.min(pos.applied - this.opts.snapshotCatchupEntries, this.raft.status().applied);
+    const status = this.raft.status();
+    const index = Math.min(pos.applied - this.opts.snapshotCatchupEntries, status.applied);
     if (index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) return;
+    // While a live member installs the store, the log keeps the entries after the
+    // snapshot it was sent: compacted past them, the member would need another store
+    // when it is done, and under steady writes it might never catch up. The hold ends
+    // after SNAPSHOT_HOLD_INTERVALS intervals, so that a stalled transfer cannot keep
+    // the log growing.
+    const installing = Object.values(status.progress ?? {}).some((p) => p.state === 'snapshot' && p.recentActive);
+    if (installing && index - this.snapshotIndex < SNAPSHOT_HOLD_INTERVALS * this.opts.snapshotIntervalEntries) return;
     await this.store.sync();
     const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
     const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
