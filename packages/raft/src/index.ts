@@ -15,7 +15,10 @@
  *      `rd.mustSync`. `LogStore.save(rd)` does exactly this.
  *   2. Send. Only after the write is durable, send `rd.messages`. They depend on it: a
  *      vote must not leave before the vote is on disk, an acknowledgement of entries
- *      must not leave before the entries are.
+ *      must not leave before the entries are. The one exception: `splitMessages(rd)`
+ *      names a leader's appends (`early`), which may be sent before or during the
+ *      write, so that the followers persist in parallel with the leader; the rest
+ *      (`late`) waits for it.
  *   3. Apply. If `rd.snapshot` is set, restore the state machine from `snapshot.data`.
  *      Then apply `rd.committedEntries` in order, skipping entries with empty data (a
  *      new leader's no-op). Serve each `rd.readStates[k]` once applied >= its index.
@@ -58,7 +61,7 @@
  * not apply to its state machine (decodeConfEntry reads them). A member started with
  * `peers: []` joins: it waits until a leader adds it. See membership.ts and docs/raft.md.
  */
-export { RawNode, emptyBoot } from './rawnode.js';
+export { RawNode, emptyBoot, splitMessages } from './rawnode.js';
 export { LevelLogStore, LogStoreCorruptError } from './level-store.js';
 export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 export { RaftInvariantError } from './assert.js';

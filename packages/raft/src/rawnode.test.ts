@@ -3,7 +3,7 @@
 // limits, batching of proposals into one fsync, a one-member group, fast backtracking of
 // a divergent follower, restart after a crash, and the errors for malformed input.
 import t from 'tap';
-import { RawNode, emptyBoot } from './rawnode.js';
+import { RawNode, emptyBoot, splitMessages } from './rawnode.js';
 import { MemoryLogStore } from './storage.js';
 import { boot, bytes, config, ents, msg, Network } from './testing.js';
 import type { Message } from './types.js';
@@ -46,6 +46,38 @@ t.test('the Ready cycle', async (t) => {
     b.advance(rd2);
     t.same(store.loadSync().entries.map((e) => [e.index, e.term]), [[1, 1], [2, 2]], 'the stored suffix was truncated');
     t.equal(b.status().persisted, 2);
+  });
+
+  t.test('a leader\'s appends may leave before its write; nothing leaves early from a Ready that changes the term or the vote', async (t) => {
+    // The only voter, with a learner, wins its election in the Ready that starts it. Its
+    // appends there carry a term not yet on its disk: sent early, a crash before the write
+    // would let it win that term again with other entries at the same indexes.
+    const conf = { voters: ['solo'], learners: ['l'], context: {} };
+    const snap = { meta: { index: 1, term: 1, conf }, data: bytes('s') };
+    const n = new RawNode(config('solo', ['solo']), boot([], { term: 1, commit: 1 }, snap));
+    n.campaign();
+    const rd1 = n.ready();
+    t.equal(rd1.softState?.role, 'leader');
+    t.notOk(rd1.termDurable, 'the Ready records the new term and the vote');
+    t.ok(rd1.messages.some((m) => m.type === 'app' && m.to === 'l'), 'the learner is sent the no-op');
+    t.same(splitMessages(rd1), { early: [], late: rd1.messages }, 'all of them wait for the write');
+
+    // Three voters: the campaign's Ready holds the new term and the vote requests, which
+    // wait for the write; the won election's appends leave before the no-op is written.
+    const a = new RawNode(config('a', ABC), emptyBoot());
+    a.campaign();
+    const c1 = a.ready();
+    t.notOk(c1.termDurable);
+    t.same(splitMessages(c1).early, [], 'the vote requests wait for the vote on disk');
+    a.advance(c1);
+    a.step(msg({ type: 'voteResp', from: 'b', to: 'a', term: 1 }));
+    const c2 = a.ready();
+    t.equal(c2.softState?.role, 'leader');
+    t.ok(c2.termDurable);
+    t.equal(c2.entries.length, 1, 'the no-op, not yet on disk');
+    const { early, late } = splitMessages(c2);
+    t.same(early.map((m) => `${m.type}->${m.to}`), ['app->b', 'app->c'], 'the appends leave before the write');
+    t.notOk(late.some((m) => m.type === 'app'));
   });
 
   t.test('status reports the node and, on the leader, each member\'s progress', async (t) => {

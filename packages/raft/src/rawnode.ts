@@ -157,15 +157,17 @@ export class RawNode {
     const ss = r.softState();
     const entries = log.unstableEntries();
     const snapshot = log.pendingSnapshot;
+    const termDurable = hs.term === this.prevHardState.term && hs.vote === this.prevHardState.vote;
     const rd: Ready = {
       softState: softStateEqual(ss, this.prevSoftState) ? null : ss,
       hardState: hardStateEqual(hs, this.prevHardState) ? null : hs,
       snapshot,
       entries,
-      mustSync: entries.length > 0 || snapshot !== null || hs.term !== this.prevHardState.term || hs.vote !== this.prevHardState.vote,
+      mustSync: entries.length > 0 || snapshot !== null || !termDurable,
       messages: r.msgs,
       committedEntries: log.nextCommitted(r.cfg.maxCommittedSizePerReady),
       readStates: r.readStates,
+      termDurable,
     };
     r.msgs = [];
     r.readStates = [];
@@ -294,6 +296,29 @@ function softStateEqual(a: SoftState, b: SoftState): boolean {
 }
 
 /** emptyBoot is the state of a node that has never written anything. */
+/**
+ * splitMessages divides a Ready's messages by when they may leave. A leader's appends
+ * (`app`) may be sent while the Ready is being persisted, so that the followers write
+ * in parallel with the leader (the Raft dissertation, §10.2.1): the leader counts its
+ * own copy only once the caller has persisted it (advance), and entries that reached
+ * the followers but not the leader's disk are like those a leader loses in a crash.
+ * Everything else waits for the write: a vote must be on disk before it is granted, an
+ * acknowledgement must not run ahead of the entries it acknowledges.
+ *
+ * Nothing leaves early from a Ready that changes the term or the vote. A member that
+ * wins an election in the Ready that starts it (the only voter, with learners) would
+ * otherwise send entries of a term not yet on its disk: crashed before the write, it
+ * restarts in the term before, wins the same term again and appends other entries at
+ * the same indexes, and a learner that kept the first ones takes them as matching.
+ */
+export function splitMessages(rd: Ready): { early: Message[]; late: Message[] } {
+  if (!rd.termDurable) return { early: [], late: rd.messages };
+  const early: Message[] = [];
+  const late: Message[] = [];
+  for (const m of rd.messages) (m.type === 'app' ? early : late).push(m);
+  return { early, late };
+}
+
 export function emptyBoot(): Boot {
   return { hardState: { ...EMPTY_HARD_STATE }, snapshot: null, entries: [] };
 }

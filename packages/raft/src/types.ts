@@ -168,6 +168,12 @@ export interface Ready {
   messages: Message[];
   committedEntries: Entry[];
   readStates: ReadState[];
+  /**
+   * termDurable is true when this Ready changes neither the term nor the vote: the ones
+   * in force are on disk already, and a leader's appends may leave before the Ready is
+   * persisted (splitMessages).
+   */
+  termDurable: boolean;
 }
 
 /** Boot is what a store loads to restart a node. */

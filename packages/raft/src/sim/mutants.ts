@@ -18,6 +18,19 @@ class CountingRaft extends Raft {
   }
 }
 
+/**
+ * Counts its own copy of every entry in its log toward a quorum, written or not. With
+ * appends sent before the write, the followers' answers can then commit an entry the
+ * leader has only in memory: one follower and a leader that crashes hold it on two of
+ * three disks in name, one in fact.
+ */
+class UnwrittenSelfRaft extends Raft {
+  protected override quorumMatch(): number {
+    const matches = this.conf.voters.map((p) => (p === this.id ? this.log.lastIndex() : (this.prs.get(p) as Progress).match)).sort((a, b) => b - a);
+    return matches[this.quorum - 1] as number;
+  }
+}
+
 /** Answers a read at its commit index at once, without the heartbeat round that proves it still leads. */
 class NoHeartbeatReadRaft extends Raft {
   protected override handleReadIndex(from: NodeId, context: Uint8Array): void {
@@ -96,6 +109,7 @@ export interface Mutant {
 export const MUTANTS: Mutant[] = [
   { name: 'Figure 8: a previous-term entry committed by counting replicas', checkers: ['leaderCompleteness', 'stateMachineSafety', 'durability'], options: { factory: nodeOf(CountingRaft) } },
   { name: 'messages sent before the Ready is persisted', checkers: ['durability', 'electionSafety', 'stateMachineSafety', 'leaderCompleteness'], options: { sendBeforePersist: true } },
+  { name: 'appends sent before the write, the leader counting its unwritten copy', checkers: SAFETY, options: { factory: nodeOf(UnwrittenSelfRaft), pipeline: true } },
   { name: 'ReadIndex without a heartbeat round', checkers: ['linearizableRead'], options: { factory: nodeOf(NoHeartbeatReadRaft) } },
   { name: 'no-op gate removed (reads before the term\'s first commit)', checkers: ['linearizableRead'], options: { factory: nodeOf(NoNoopGateRaft) } },
   { name: 'snapshot resent blindly every election timeout', checkers: ['snapshotTransfer'], options: { factory: nodeOf(BlindResendRaft) } },

@@ -20,7 +20,7 @@
 // every member of the configuration within a bound (liveness).
 import { createHash, type Hash } from 'node:crypto';
 import { RaftInvariantError } from '../assert.js';
-import { RawNode } from '../rawnode.js';
+import { RawNode, splitMessages } from '../rawnode.js';
 import { MemoryLogStore } from '../storage.js';
 import type { Boot, ConfChange, ConfState, Config, Entry, Message, NodeId, Ready, Snapshot } from '../types.js';
 import { applyChange, decodeConfEntry, members } from '../membership.js';
@@ -52,6 +52,12 @@ export interface SimOptions {
   factory?: NodeFactory;
   /** a deliberately broken driver that sends a Ready's messages before persisting it. */
   sendBeforePersist?: boolean;
+  /**
+   * the driver sends a leader's appends before persisting the Ready (splitMessages), as
+   * the node does, so that followers write in parallel with the leader. Default: on for
+   * odd seeds, so that both orderings run.
+   */
+  pipeline?: boolean;
   /** a deliberately broken start that accepts an empty store in a running cluster (a wiped disk). */
   acceptEmptyStore?: boolean;
   /**
@@ -242,6 +248,8 @@ class Simulation {
   private readonly initial: NodeId[];
   private readonly slots = new Map<NodeId, Slot>();
   private readonly knobs: Knobs;
+  /** whether the driver sends a leader's appends before the write (SimOptions.pipeline). */
+  private readonly pipelined: boolean;
   private readonly checker: Checker;
   private readonly hash: Hash = createHash('sha256');
   private readonly factory: NodeFactory;
@@ -310,6 +318,7 @@ class Simulation {
     this.faultRng = this.rng.fork();
     this.clientRng = this.rng.fork();
     this.memberRng = this.rng.fork();
+    this.pipelined = opts.pipeline ?? opts.seed % 2 === 1;
     const n = this.rng.pick([3, 5]);
     this.knobs = {
       faultGap: this.rng.pick<[number, number]>([[20, 200], [10, 60]]),
@@ -360,7 +369,7 @@ class Simulation {
         lostDisk: null,
       });
     }
-    this.trace(`seed ${opts.seed} nodes ${n} ids ${this.ids.length} ${JSON.stringify(this.knobs)}`);
+    this.trace(`seed ${opts.seed} nodes ${n} ids ${this.ids.length} pipelined ${this.pipelined} ${JSON.stringify(this.knobs)}`);
   }
 
   run(): SimResult {
@@ -584,7 +593,7 @@ class Simulation {
       this.trace(`rdy ${s.id} ${describeReady(rd)}`);
       this.noteSnapshotRequests(s, rd.messages);
       if (rd.softState?.role === 'leader') this.onNewLeader(s.id);
-      if (this.opts.sendBeforePersist) this.send(rd.messages);
+      this.send(this.early(rd));
       if (rd.hardState === null && rd.snapshot === null && rd.entries.length === 0) {
         this.finish(s, rd);
         continue;
@@ -617,10 +626,22 @@ class Simulation {
     this.pump(s);
   }
 
+  /** early: the messages of a Ready the driver sends before its write. */
+  private early(rd: Ready): Message[] {
+    if (this.opts.sendBeforePersist) return rd.messages;
+    return this.pipelined ? splitMessages(rd).early : [];
+  }
+
+  /** late: the messages of a Ready the driver sends once it is durable. */
+  private late(rd: Ready): Message[] {
+    if (this.opts.sendBeforePersist) return [];
+    return this.pipelined ? splitMessages(rd).late : rd.messages;
+  }
+
   /** finish does the caller's duties after the write: send, apply, advance, compact. */
   private finish(s: Slot, rd: Ready): void {
     const node = s.node as RawNode;
-    if (!this.opts.sendBeforePersist) this.send(rd.messages);
+    this.send(this.late(rd));
     if (rd.snapshot !== null) this.restoreState(s, rd.snapshot, true);
     for (const e of rd.committedEntries) this.apply(s, e);
     for (const rs of rd.readStates) this.checker.onReadAnswered(s.id, rs);
