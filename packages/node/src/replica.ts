@@ -4,8 +4,10 @@
  *
  * The driver honours the Raft contract for every Ready, in order: persist (one synced
  * LevelDB batch of the Raft log for all the entries of the batch), send, apply the
- * committed entries, serve reads, advance. Proposals that arrive while a write is on
- * the disk wait for the next Ready, so many proposals share one fsync.
+ * committed entries, serve reads, advance. A leader's appends are the one exception
+ * the contract allows: they leave while the write is on the disk. Proposals that
+ * arrive while a write is on the disk wait for the next Ready, so many proposals share
+ * one fsync.
  *
  * Applying is two phases (core/store.ts): the records every committed operation of
  * the Ready reads are loaded together from the state store, then each operation is
@@ -27,7 +29,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
 import {
-  checkStart, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom,
+  checkStart, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom, splitMessages,
   type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type Message, type NodeId, type Ready, type Status,
 } from '@apl/raft';
 import { ConfigError } from './config.js';
@@ -538,12 +540,16 @@ export class Replica {
       if (rd.snapshot) await this.swapInStore(rd.snapshot.meta.index);
       // Committed entries that earlier Readies persisted are durable already: their
       // reads and their apply overlap this Ready's write. One this Ready writes waits for it.
+      // A leader's appends leave while its own write is on the disk, so that the followers
+      // write in parallel with it (splitMessages); every other message waits for the write.
+      const { early, late } = splitMessages(rd);
       const persisting = this.persist(rd);
+      this.opts.transport.send(early);
       const firstNew = rd.entries[0]?.index ?? Infinity;
       const applying = this.applyEntries(rd.committedEntries, rd.committedEntries.some((e) => e.index >= firstNew) ? persisting : undefined);
       applying.catch(() => undefined); // a failure is thrown by the await below, after the write's own
       await persisting;
-      this.opts.transport.send(rd.messages);
+      this.opts.transport.send(late);
       await applying;
       for (const rs of rd.readStates) this.onReadState(rs.index, Buffer.from(rs.context).toString());
       this.raft.advance(rd);
