@@ -295,7 +295,6 @@ function softStateEqual(a: SoftState, b: SoftState): boolean {
   return a.leader === b.leader && a.role === b.role;
 }
 
-/** emptyBoot is the state of a node that has never written anything. */
 /**
  * splitMessages divides a Ready's messages by when they may leave. A leader's appends
  * (`app`) may be sent while the Ready is being persisted, so that the followers write
@@ -319,6 +318,7 @@ export function splitMessages(rd: Ready): { early: Message[]; late: Message[] } 
   return { early, late };
 }
 
+/** emptyBoot is the state of a node that has never written anything. */
 export function emptyBoot(): Boot {
   return { hardState: { ...EMPTY_HARD_STATE }, snapshot: null, entries: [] };
 }
