@@ -106,8 +106,8 @@ export async function runLoad(o: LoadOptions): Promise<LoadStats> {
   let sent = 0;
   let intentsSent = 0;
   let windowed = 0;
+  const warmupIntents = o.warmupIntents ?? 0;
   let warmed = 0;
-  let warming = (o.warmupIntents ?? 0) > 0;
   const deadline = o.durationMs === undefined ? Infinity : performance.now() + o.durationMs;
   const more = () => (o.intents === undefined || intentsSent < o.intents) && performance.now() < deadline;
   let failure: Error | null = null;
@@ -125,12 +125,13 @@ export async function runLoad(o: LoadOptions): Promise<LoadStats> {
       o.mix.observe(req, res.statusCode, text);
       total.record(req.kind, ms, res.statusCode, verdict, t0);
       window.record(req.kind, ms, res.statusCode, verdict, t0);
-      if (req.kind !== 'read' && warming && ++warmed === o.warmupIntents) {
-        warming = false;
-        const done = window;
-        window = new Window(loadStart);
-        await o.onWarmup?.(done.stats());
-      } else if (o.onWindow && o.windowIntents && req.kind !== 'read' && !warming && ++windowed % o.windowIntents === 0) {
+      if (req.kind !== 'read' && warmed < warmupIntents) {
+        if (++warmed === warmupIntents) {
+          const done = window;
+          window = new Window(loadStart);
+          await o.onWarmup?.(done.stats());
+        }
+      } else if (o.onWindow && o.windowIntents && req.kind !== 'read' && ++windowed % o.windowIntents === 0) {
         const done = window;
         window = new Window(loadStart);
         await o.onWindow(done.stats());
