@@ -2,7 +2,9 @@
  * The ledger as it grows: one standalone node, its real store, a million intents
  * (by default) sent over HTTPS by this process at 64 in flight with the realistic
  * mix, the server in its own process. Per 100,000 intents it prints throughput,
- * latency p50/p99/max, the server's RSS and V8 heap, and the answers by status;
+ * latency p50/p99/max, the server's RSS and V8 heap, its CPU per intent by thread
+ * (the JavaScript thread; V8's helpers; libuv's pool and LevelDB's background thread),
+ * what LevelDB flushed and compacted for the state store, and the answers by status;
  * then it stops the node and times a restart to ready.
  *
  *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--json out.json]
@@ -21,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Client, TOKENS } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
-import { startBenchServer } from './support/server.js';
+import { startBenchServer, storeBackgroundWrites, type ThreadCpu } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -39,7 +41,13 @@ const windowIntents = Number(a.window);
 const warmupIntents = Number(a.warmup);
 
 const server = await startBenchServer();
-type Row = LoadStats & { recorded: number; rssBytes: number; heapBytes: number };
+type Row = LoadStats & {
+  recorded: number; rssBytes: number; heapBytes: number;
+  /** the server's CPU per intent in the window, by thread kind, in milliseconds. */
+  cpuMsPerIntent: ThreadCpu;
+  /** what LevelDB flushed and compacted for the state store in the window, in bytes. */
+  storeFlushedBytes: number; storeCompactedBytes: number;
+};
 const rows: Row[] = [];
 let warmup: Row | null = null;
 let recorded = 0;
@@ -48,12 +56,24 @@ try {
   const runId = `g${Date.now().toString(36)}`;
   const mix = new Mix(await bootstrapWorkload(server.admin, Number(a.parties), runId), runId);
   console.log(`${warmupIntents.toLocaleString('en-US')} intents of warm-up (connections opened, code compiled), then ${total.toLocaleString('en-US')} intents at ${a.concurrency} in flight, a line per ${windowIntents.toLocaleString('en-US')}`);
-  console.log('| intents recorded | intents/s | p50 | p99 | max | max at | server RSS | server heap | answers |');
-  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  console.log('| intents recorded | intents/s | p50 | p99 | max | max at | server RSS | server heap | CPU/intent: JS / V8 / native | LevelDB flushed / compacted | answers |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|');
+  let cpuBefore = server.threadCpuSeconds();
+  let storeBefore = storeBackgroundWrites(server.dataDir);
   const line = async (label: string, w: LoadStats) => {
-    const row = { ...w, recorded, rssBytes: server.rss(), heapBytes: await server.heapUsed() };
+    const cpu = server.threadCpuSeconds();
+    const store = storeBackgroundWrites(server.dataDir);
+    const perIntent = (now: number, then: number) => ((now - then) * 1000) / w.intents;
+    const row: Row = {
+      ...w, recorded, rssBytes: server.rss(), heapBytes: await server.heapUsed(),
+      cpuMsPerIntent: { main: perIntent(cpu.main, cpuBefore.main), v8: perIntent(cpu.v8, cpuBefore.v8), native: perIntent(cpu.native, cpuBefore.native) },
+      storeFlushedBytes: store.flushed - storeBefore.flushed, storeCompactedBytes: store.compacted - storeBefore.compacted,
+    };
+    cpuBefore = cpu;
+    storeBefore = store;
     const answers = Object.entries(w.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
-    console.log(`| ${label} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${w.maxAtSeconds.toFixed(1)} s | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${answers} |`);
+    const c = row.cpuMsPerIntent;
+    console.log(`| ${label} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${w.maxAtSeconds.toFixed(1)} s | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${c.main.toFixed(2)} / ${c.v8.toFixed(2)} / ${c.native.toFixed(2)} ms | ${mb(row.storeFlushedBytes)} / ${mb(row.storeCompactedBytes)} | ${answers} |`);
     return row;
   };
   await runLoad({

@@ -23,6 +23,8 @@ export interface BenchServer {
   cpuSeconds(): number;
   /** CPU time of the server's JavaScript thread alone, in seconds: the part no other core can take. */
   mainThreadCpuSeconds(): number;
+  /** CPU time by thread kind (see `threadCpuSeconds`), in seconds. */
+  threadCpuSeconds(): ThreadCpu;
   /** the server's own gauges: V8 heap used, in bytes. */
   heapUsed(): Promise<number>;
   /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
@@ -59,6 +61,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     rss: () => residentBytes(proc.pid),
     cpuSeconds: () => cpuSeconds(proc.pid),
     mainThreadCpuSeconds: () => cpuSeconds(proc.pid, proc.pid),
+    threadCpuSeconds: () => threadCpuSeconds(proc.pid),
     heapUsed: async () => {
       const r = await client.request('GET', '/metrics', { token: TOKENS.operator });
       const m = /^nodejs_heap_size_used_bytes (\d+(\.\d+)?(e\+\d+)?)/m.exec(r.text);
@@ -89,6 +92,57 @@ export function cpuSeconds(pid: number, thread?: number): number {
   // The command name (field 2) may hold spaces; the fields after it are split from its closing parenthesis.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/** CPU seconds of a Node.js process by thread kind. */
+export interface ThreadCpu {
+  /** the JavaScript thread. */
+  main: number;
+  /** V8's helper threads (`V8Worker`): concurrent marking and sweeping, compilation. */
+  v8: number;
+  /**
+   * every other thread: libuv's pool (file system calls, LevelDB reads and batches,
+   * crypto) and LevelDB's own background thread, which flushes memtables and compacts.
+   */
+  native: number;
+}
+
+/** A thread that has ended no longer counts, so the figures are of the threads alive now. */
+export function threadCpuSeconds(pid: number): ThreadCpu {
+  const t: ThreadCpu = { main: 0, v8: 0, native: 0 };
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let name: string;
+    let s: number;
+    try {
+      name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      s = cpuSeconds(pid, Number(tid));
+    } catch {
+      continue; // the thread ended between the listing and the read
+    }
+    if (Number(tid) === pid) t.main += s;
+    else if (name === 'V8Worker') t.v8 += s;
+    else t.native += s;
+  }
+  return t;
+}
+
+/**
+ * What LevelDB has written in the background for the state store of a data directory,
+ * in bytes, read from its info log (`LOG`): memtables flushed to level 0, and the
+ * output of its compactions. The log starts again when the store is opened.
+ */
+export function storeBackgroundWrites(dataDir: string): { flushed: number; compacted: number } {
+  const dir = join(dataDir, 'ledger');
+  const log = join(dir, readFileSync(join(dir, 'CURRENT'), 'utf8').trim(), 'LOG');
+  let flushed = 0;
+  let compacted = 0;
+  for (const line of readFileSync(log, 'utf8').split('\n')) {
+    const f = /Level-0 table #\d+: (\d+) bytes OK/.exec(line);
+    if (f) flushed += Number(f[1]);
+    const c = /Compacted .* => (\d+) bytes/.exec(line);
+    if (c) compacted += Number(c[1]);
+  }
+  return { flushed, compacted };
 }
 
 /** The newest CPU profile a server wrote into `dir`. */
