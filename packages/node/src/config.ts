@@ -100,6 +100,8 @@ export const ConfigSchema = z.strictObject({
     cache_entries_max: count(50_000, 10_000_000),
     /** write_buffer_bytes is LevelDB's memtable size for the state store (up to twice it in memory). */
     write_buffer_bytes: int(1 << 20, 1 << 30, 'a number of bytes from 1048576 to 1073741824').default(32 << 20),
+    /** block_bytes is LevelDB's block size for the state store: larger compresses better and costs more per uncached read. */
+    block_bytes: int(1 << 12, 1 << 20, 'a number of bytes from 4096 to 1048576').default(16 << 10),
   }).prefault({}),
   limits: z.strictObject({
     body_bytes_max: count(64 * 1024, 16 << 20),

@@ -94,6 +94,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     snapshotCatchupEntries: c.snapshot_catchup_entries,
     cacheEntriesMax: c.store.cache_entries_max,
     writeBufferBytes: c.store.write_buffer_bytes,
+    blockBytes: c.store.block_bytes,
     transport: mesh ?? noPeers,
     ...(mesh && c.forward_writes ? {
       forward: async (leader: string, bytes: Uint8Array, timeoutMs: number) => {

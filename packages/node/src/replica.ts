@@ -68,6 +68,7 @@ export interface ReplicaOptions {
   snapshotCatchupEntries: number;
   cacheEntriesMax: number;
   writeBufferBytes: number;
+  blockBytes: number;
   transport: Transport;
   /** forwards an operation's bytes to the primary; absent on a standalone node or with forward_writes off. */
   forward?: (leader: NodeId, operation: Uint8Array, timeoutMs: number) => Promise<{ index: number; term: number }>;
@@ -172,7 +173,7 @@ export class Replica {
   static async open(opts: ReplicaOptions): Promise<Replica> {
     mkdirSync(opts.dataDir, { recursive: true });
     const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
-    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
+    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, blockBytes: opts.blockBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const loaded = await log.load();
     // A joining member records no bootstrap members: it learns the configuration from the log.
     const configured = { clusterId: opts.clusterId, nodeId: opts.id, members: opts.clusterState === 'join' ? [] : opts.peers };
