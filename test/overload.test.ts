@@ -1,8 +1,9 @@
 // Proves that a standalone node holds up against abuse, with a live node in its own
 // process: slow-loris clients (connections that trickle their headers and never end
 // them) and one agent flooding the intent route do not slow the other agents' p99 by
-// more than twice (measured alone and under abuse, in the same run, with a floor for
-// a noisy machine); the flooding agent is answered 429 rate_limited with Retry-After;
+// more than twice (measured alone and under abuse, in alternating rounds of the same
+// run, with a floor for a noisy machine, and measured again before a slowdown counts);
+// the flooding agent is answered 429 rate_limited with Retry-After;
 // the slow-loris connections are closed by the headers timeout (408); and the
 // listener's connection cap closes the connections beyond it.
 import t from 'tap';
@@ -22,11 +23,14 @@ import { REPO } from './support/process.js';
 /** The compiled abuser (npm test builds before it tests). */
 const ABUSER = join(REPO, 'test/dist/support/abuser.js');
 
-t.setTimeout(150_000);
+t.setTimeout(300_000);
 
 const HEADERS_TIMEOUT_MS = 1000;
 const CONNECTIONS_MAX = 200;
 const RATE = 50;
+/** The flooding agent's connections, each sending its next request as soon as it is answered. */
+const FLOOD = 32;
+const REFUSAL_DELAY_MS = 500;
 /** Requests per measured phase of the well-behaved agents, sent open loop. */
 const SAMPLES = 400;
 const ROUNDS = 3;
@@ -40,6 +44,7 @@ const server = await startBenchServer({
     APL_HTTP_CONNECTIONS_MAX: String(CONNECTIONS_MAX),
     APL_RATE_LIMIT_AGENT_INTENTS_PER_SECOND: String(RATE),
     APL_RATE_LIMIT_AGENT_BURST: String(RATE),
+    APL_RATE_LIMIT_REFUSAL_DELAY_MS: String(REFUSAL_DELAY_MS),
     APL_LOG_LEVEL: 'info',
   },
 });
@@ -112,24 +117,53 @@ function abuse(spec: AbuseSpec): { stop: () => Promise<AbuseReport> } {
   };
 }
 
+/** How many times the rounds are measured before the bound counts as broken. */
+const ATTEMPTS = 3;
+
+interface Attempt {
+  alone: number[];
+  abused: number[];
+  reports: AbuseReport[];
+  /** how long each round's abusers ran, in seconds. */
+  abusedSeconds: number[];
+  /** the median p99 under abuse over the median p99 alone (floored at P99_FLOOR_MS). */
+  ratio: number;
+}
+
+/**
+ * ROUNDS rounds that alternate, alone then under abuse, so that a burst of load from
+ * elsewhere on a shared machine falls on both alike; the p99s compared are the medians
+ * of the rounds'.
+ */
+async function measure(goodPool: Pool): Promise<Attempt> {
+  const a: Attempt = { alone: [], abused: [], reports: [], abusedSeconds: [], ratio: NaN };
+  for (let round = 0; round < ROUNDS; round++) {
+    a.alone.push(percentile(await wellBehaved(goodPool), 99));
+    const started = performance.now();
+    const abusers = abuse({
+      agentUrl: server.proc.agentUrl, ca: server.ca, flood: FLOOD, lorises: 40,
+      envelope: JSON.parse(intent(flooder)) as Record<string, unknown>,
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    a.abused.push(percentile(await wellBehaved(goodPool), 99));
+    a.reports.push(await abusers.stop());
+    a.abusedSeconds.push((performance.now() - started) / 1000);
+  }
+  a.ratio = median(a.abused) / Math.max(median(a.alone), P99_FLOOR_MS);
+  return a;
+}
+
 t.test('abuse does not slow the other agents, the flooder gets 429, slow-loris connections are closed', async (t) => {
   const goodPool = new Pool(server.proc.agentUrl, { connections: 8, connect: { ca } });
   try {
     await wellBehaved(goodPool); // warm-up: JIT, caches, connections
-    // Rounds alternate, alone then under abuse, so that a burst of load from elsewhere
-    // on a shared machine falls on both alike; the p99 compared is the median of the rounds'.
-    const p99s = { alone: [] as number[], abused: [] as number[] };
-    const reports: AbuseReport[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      p99s.alone.push(percentile(await wellBehaved(goodPool), 99));
-      const abusers = abuse({
-        agentUrl: server.proc.agentUrl, ca: server.ca, flood: 32, lorises: 40,
-        envelope: JSON.parse(intent(flooder)) as Record<string, unknown>,
-      });
-      await new Promise((r) => setTimeout(r, 500));
-      p99s.abused.push(percentile(await wellBehaved(goodPool), 99));
-      reports.push(await abusers.stop());
-    }
+    // A slowdown the abuse causes shows in every attempt; a burst of other work on a
+    // shared machine (tap runs other files beside this one) does not, so the bound
+    // holds when one attempt of ATTEMPTS keeps it.
+    const attempts: Attempt[] = [];
+    do attempts.push(await measure(goodPool));
+    while (attempts.length < ATTEMPTS && attempts[attempts.length - 1]!.ratio > 2);
+    const reports = attempts.flatMap((a) => a.reports);
     const flood = { sent: 0, statuses: {} as Record<string, number>, retryAfter: [] as string[], message: reports[0]!.flood.message };
     for (const r of reports) {
       flood.sent += r.flood.sent;
@@ -137,17 +171,23 @@ t.test('abuse does not slow the other agents, the flooder gets 429, slow-loris c
       flood.retryAfter.push(...r.flood.retryAfter);
     }
     const closed = reports.flatMap((r) => r.lorises);
-    const [p99Alone, p99Abused] = [median(p99s.alone), median(p99s.abused)];
-    t.comment(`well-behaved p99 by round, alone ${p99s.alone.map((x) => x.toFixed(1)).join(' ')} ms, under abuse ${p99s.abused.map((x) => x.toFixed(1)).join(' ')} ms; `
-      + `flood ${flood.sent} requests ${JSON.stringify(flood.statuses)}; ${closed.length} slow-loris connections`);
-    // The 2x bound is measured and reported, not asserted: on this shared 2-core machine
-    // the baseline p99 alone swings from tens to hundreds of ms between runs (and tap
-    // runs other files beside this one), so a timed assertion would fail on noise.
-    // docs/BENCHMARKS.md has the figures of quiet runs.
-    t.comment(`median p99 of a well-behaved agent: ${p99Alone.toFixed(1)} ms alone, ${p99Abused.toFixed(1)} ms under abuse (${(p99Abused / Math.max(p99Alone, P99_FLOOR_MS)).toFixed(2)}x)`);
+    for (const [k, a] of attempts.entries()) {
+      t.comment(`attempt ${k + 1}: well-behaved p99 by round, alone ${a.alone.map((x) => x.toFixed(1)).join(' ')} ms, under abuse ${a.abused.map((x) => x.toFixed(1)).join(' ')} ms: `
+        + `median ${median(a.abused).toFixed(1)} ms against ${median(a.alone).toFixed(1)} ms (${a.ratio.toFixed(2)}x, with a floor of ${P99_FLOOR_MS} ms)`);
+    }
+    t.comment(`flood ${flood.sent} requests ${JSON.stringify(flood.statuses)}; ${closed.length} slow-loris connections`);
+    const best = Math.min(...attempts.map((a) => a.ratio));
+    t.ok(best <= 2, `abuse slows a well-behaved agent's p99 by at most 2x (${best.toFixed(2)}x in the best of ${attempts.length} attempts)`);
 
-    t.ok((flood.statuses[429] ?? 0) > flood.sent / 2, 'the flooding agent is refused most of the time');
-    t.ok((flood.statuses[200] ?? 0) > 0, 'but not shut out: its share goes through');
+    // Each round the bucket starts full (RATE tokens), then refills at RATE a second.
+    const seconds = attempts.flatMap((a) => a.abusedSeconds);
+    const share = seconds.reduce((n, s) => n + RATE + RATE * s, 0);
+    t.ok((flood.statuses[429] ?? 0) > 0, 'the flooding agent is refused');
+    t.ok((flood.statuses[200] ?? 0) > 0 && flood.statuses[200]! <= share, `but not shut out: its share goes through, and no more (${flood.statuses[200]} recorded, at most ${Math.floor(share)})`);
+    // A held refusal frees its connection after REFUSAL_DELAY_MS: the flood can send at
+    // most its share plus one request per connection per delay (and one more each at the end).
+    const sendable = share + seconds.reduce((n, s) => n + FLOOD * (s * 1000 / REFUSAL_DELAY_MS + 1), 0);
+    t.ok(flood.sent <= sendable, `refusals are held, so ignoring Retry-After does not let the flood send more (${flood.sent} sent, at most ${Math.floor(sendable)})`);
     t.ok(flood.retryAfter.length > 0 && flood.retryAfter.every((v) => /^[1-9][0-9]*$/.test(v)), `every 429 says Retry-After in whole seconds (${flood.retryAfter.join(', ')})`);
     t.match(JSON.parse(flood.message), { error: 'rate_limited', message: /faster than this node accepts from one agent \(50 a second, bursts of 50\); nothing was recorded/ });
     t.same(Object.keys(flood.statuses).filter((s) => s !== '200' && s !== '429'), [], 'the flood is answered 200 or 429, nothing else');

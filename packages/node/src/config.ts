@@ -141,6 +141,8 @@ export const ConfigSchema = z.strictObject({
     agent_burst: count(1000, 1_000_000),
     /** agents_max bounds the buckets kept (full ones are dropped first). */
     agents_max: count(100_000, 10_000_000),
+    /** refusal_delay_ms: a 429 is answered after this long (at most its Retry-After); 0 answers at once. */
+    refusal_delay_ms: int(0, 60_000, 'a number of milliseconds from 0 to 60000').default(500),
   }).prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

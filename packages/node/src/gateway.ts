@@ -85,7 +85,7 @@ export function agentApp(o: GatewayOptions): express.Express {
     // attestation verified, so that a flood costs the node little; nothing is taken
     // here, so naming another agent cannot spend its tokens (see submitIntent).
     const claimed = req.body !== null && typeof req.body === 'object' ? (req.body as { agent?: unknown }).agent : undefined;
-    if (typeof claimed === 'string') refuseRate(o.rateLimit, claimed, o.rateLimit.wait(claimed), res);
+    if (typeof claimed === 'string') await refuseRate(o.rateLimit, claimed, o.rateLimit.wait(claimed), res);
     const env = parseRequest(envelope, req.body, 'intent envelope');
     res.locals.transaction = env.transaction;
     await submitIntent(o, env, res);
@@ -194,7 +194,7 @@ const LAG_SENSITIVE = new Set(['attestation', 'unknown_agent', 'stale_policy', '
 async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, res: Response, first: boolean): Promise<{ attested: Attested; party: string } | null> {
   const attested = await attest(o, env.attestation!);
   if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
-  if (first) limitRate(o.rateLimit, env.agent, res);
+  if (first) await limitRate(o.rateLimit, env.agent, res);
   const q = o.node.queries;
   const party = await q.agentParty(env.agent);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
@@ -223,16 +223,35 @@ async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, res: Respons
 }
 
 /** Takes a token of the attested agent's bucket, or throws 429 `rate_limited` with `Retry-After`. */
-function limitRate(limiter: RateLimiter, agent: string, res: Response): void {
-  refuseRate(limiter, agent, limiter.take(agent), res);
+async function limitRate(limiter: RateLimiter, agent: string, res: Response): Promise<void> {
+  await refuseRate(limiter, agent, limiter.take(agent), res);
 }
 
-/** Throws 429 `rate_limited` with `Retry-After` when the agent must wait. */
-function refuseRate(limiter: RateLimiter, agent: string, wait: number, res: Response): void {
+/**
+ * Throws 429 `rate_limited` with `Retry-After` when the agent must wait, after holding
+ * the refusal for `refusalDelayMs` (at most the wait): a flood that ignores Retry-After
+ * then costs the node a refusal per connection per delay, not all its time.
+ */
+async function refuseRate(limiter: RateLimiter, agent: string, wait: number, res: Response): Promise<void> {
   if (wait === 0) return;
   res.setHeader('Retry-After', String(wait));
-  const { ratePerSecond, burst } = limiter.o;
+  const { ratePerSecond, burst, refusalDelayMs } = limiter.o;
+  await hold(res, Math.min(refusalDelayMs, wait * 1000));
   throw new ApiError('rate_limited', `The agent ${agent} is sending intents faster than this node accepts from one agent (${ratePerSecond} a second, bursts of ${burst}); nothing was recorded. Retry after ${wait} s.`);
+}
+
+/** Resolves after `ms`, or as soon as the client has gone. */
+function hold(res: Response, ms: number): Promise<void> {
+  if (ms <= 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      res.off('close', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    res.on('close', done);
+  });
 }
 
 /** Verifies an attestation, or throws 403 `attestation`. */

@@ -195,7 +195,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   const agentUrl = url(agentServer);
   agentServer.on('request', agentApp({
     node, attestor, log, metrics,
-    rateLimit: new RateLimiter({ ratePerSecond: c.rate_limit.agent_intents_per_second, burst: c.rate_limit.agent_burst, keysMax: c.rate_limit.agents_max, now: () => performance.now() }),
+    rateLimit: new RateLimiter({ ratePerSecond: c.rate_limit.agent_intents_per_second, burst: c.rate_limit.agent_burst, keysMax: c.rate_limit.agents_max, refusalDelayMs: c.rate_limit.refusal_delay_ms, now: () => performance.now() }),
     bodyBytesMax: c.limits.body_bytes_max,
     entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), agentUrl),

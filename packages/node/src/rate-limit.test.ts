@@ -6,7 +6,7 @@ import { RateLimiter } from './rate-limit.js';
 
 function limiter(over: Partial<{ ratePerSecond: number; burst: number; keysMax: number }> = {}) {
   let now = 0;
-  const l = new RateLimiter({ ratePerSecond: 10, burst: 5, keysMax: 100, ...over, now: () => now });
+  const l = new RateLimiter({ ratePerSecond: 10, burst: 5, keysMax: 100, refusalDelayMs: 0, ...over, now: () => now });
   return { l, step: (ms: number) => { now += ms; } };
 }
 
@@ -72,6 +72,6 @@ t.test('the buckets are bounded: full ones go first, then the least recently use
 });
 
 t.test('nonsense limits are refused', async (t) => {
-  t.throws(() => new RateLimiter({ ratePerSecond: 0, burst: 1, keysMax: 1, now: () => 0 }));
-  t.throws(() => new RateLimiter({ ratePerSecond: 1, burst: 0, keysMax: 1, now: () => 0 }));
+  t.throws(() => new RateLimiter({ ratePerSecond: 0, burst: 1, keysMax: 1, refusalDelayMs: 0, now: () => 0 }));
+  t.throws(() => new RateLimiter({ ratePerSecond: 1, burst: 0, keysMax: 1, refusalDelayMs: 0, now: () => 0 }));
 });

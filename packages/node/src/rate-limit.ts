@@ -16,6 +16,12 @@ export interface RateLimitOptions {
   burst: number;
   /** keysMax bounds the buckets kept. */
   keysMax: number;
+  /**
+   * refusalDelayMs: a refusal is answered after this long (at most its Retry-After), so
+   * that a client which retries at once, ignoring Retry-After, sends a request per held
+   * connection per delay rather than as fast as the node can refuse. 0 answers at once.
+   */
+  refusalDelayMs: number;
   /** now is a monotonic clock in milliseconds. */
   now: () => number;
 }
@@ -30,7 +36,7 @@ export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
 
   constructor(readonly o: RateLimitOptions) {
-    if (!(o.ratePerSecond > 0) || !(o.burst >= 1) || !(o.keysMax >= 1)) throw new RangeError('rate limit: rate > 0, burst >= 1 and keysMax >= 1');
+    if (!(o.ratePerSecond > 0) || !(o.burst >= 1) || !(o.keysMax >= 1) || !(o.refusalDelayMs >= 0)) throw new RangeError('rate limit: rate > 0, burst >= 1, keysMax >= 1 and refusalDelayMs >= 0');
   }
 
   /** Takes one token for `key`: 0 when the request may go ahead, else the seconds to wait (at least 1). */
