@@ -147,6 +147,58 @@ export async function runLoad(o: LoadOptions): Promise<LoadStats> {
   return total.stats();
 }
 
+export interface OpenLoopOptions {
+  /** agent-plane base URLs; requests go to them in turn. */
+  urls: string[];
+  ca: string;
+  mix: Mix;
+  /** requests sent per second, on a fixed schedule whatever the answers do. */
+  requestsPerSecond: number;
+  durationMs: number;
+  /** connections per URL; a request due while all are busy waits in the client's queue, and that wait counts. */
+  connections: number;
+}
+
+/**
+ * An open-loop load: request k is due at `k / requestsPerSecond` seconds, sent then
+ * whether or not earlier ones were answered. Latency is measured from when a request
+ * was due, not from when it left, so a slow server is not excused by the generator
+ * having waited for it (the coordinated omission of a closed loop).
+ */
+export async function runOpenLoop(o: OpenLoopOptions): Promise<LoadStats> {
+  const ca = readFileSync(o.ca);
+  const pools = o.urls.map((u) => new Pool(u, { connections: o.connections, pipelining: 1, connect: { ca } }));
+  const total = new Window();
+  const start = total.start;
+  const intervalMs = 1000 / o.requestsPerSecond;
+  const pending = new Set<Promise<void>>();
+  let failure: Error | null = null;
+  try {
+    for (let k = 0; failure === null; k++) {
+      const due = start + k * intervalMs;
+      if (due - start >= o.durationMs) break;
+      const wait = due - performance.now();
+      if (wait >= 1) await new Promise((r) => setTimeout(r, wait));
+      const req = o.mix.next();
+      const pool = pools[k % pools.length]!;
+      const p = (async () => {
+        const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, ...(req.body === undefined ? {} : { body: req.body }) });
+        const text = await res.body.text();
+        const verdict = req.method === 'POST' && res.statusCode === 200 ? verdictOf(text) : null;
+        o.mix.observe(req, res.statusCode, text);
+        total.record(req.kind, performance.now() - due, res.statusCode, verdict, due);
+      })().catch((err: Error) => { failure ??= err; });
+      pending.add(p);
+      void p.finally(() => pending.delete(p));
+    }
+    await Promise.all(pending);
+  } finally {
+    await Promise.all(pools.map((p) => p.close()));
+  }
+  if (failure) throw failure;
+  return total.stats();
+}
+
 function verdictOf(text: string): string {
   const m = /"verdict":"(\w+)"/.exec(text);
   return m ? m[1]! : 'unknown';
