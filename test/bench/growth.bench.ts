@@ -8,6 +8,10 @@
  * then it stops the node and times a restart to ready.
  *
  *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--json out.json]
+ *                           [--main /other/checkout/packages/node/dist/main.js]
+ *
+ * --main runs another build of the server under the same load, to set two designs side
+ * by side on the same machine (its store's figures are blank when it has no state store).
  *
  * The first `--warmup` intents, on the same connections, are a row of their own: the
  * 64 TLS handshakes and the server's first compilations all land in the first second,
@@ -34,13 +38,15 @@ const { values: a } = parseArgs({
     warmup: { type: 'string', default: '2000' },
     parties: { type: 'string', default: '256' },
     json: { type: 'string' },
+    main: { type: 'string' },
   },
 });
 const total = Number(a.intents);
 const windowIntents = Number(a.window);
 const warmupIntents = Number(a.warmup);
 
-const server = await startBenchServer();
+const build = a.main === undefined ? {} : { mainJs: a.main };
+const server = await startBenchServer(build);
 type Row = LoadStats & {
   recorded: number; rssBytes: number; heapBytes: number;
   /** the server's CPU per intent in the window, by thread kind, in milliseconds. */
@@ -89,7 +95,7 @@ try {
   });
   await server.stop({ keepData: true });
   const t0 = performance.now();
-  const again = await startBenchServer({ dataDir: server.dataDir, startTimeoutMs: 300_000 });
+  const again = await startBenchServer({ ...build, dataDir: server.dataDir, startTimeoutMs: 300_000 });
   const probe = new Client(again.proc.agentUrl, again.ca);
   while ((await probe.request('GET', '/readyz')).status !== 200) await new Promise((r) => setTimeout(r, 20));
   restartMs = performance.now() - t0;
@@ -117,5 +123,5 @@ if (first && last) {
 if (a.json) writeFileSync(a.json, `${JSON.stringify({ warmup, rows, restartMs }, null, 2)}\n`);
 
 function mb(bytes: number): string {
-  return `${(bytes / 2 ** 20).toFixed(0)} MB`;
+  return Number.isNaN(bytes) ? '-' : `${(bytes / 2 ** 20).toFixed(0)} MB`;
 }

@@ -77,11 +77,11 @@ process.once('exit', () => {
 const LINES_KEPT = 40;
 
 /** Spawns the server with `env` and resolves once it has logged `node_started`. */
-export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number; execPath?: string; nodeArgs?: string[]; args?: string[] } = {}): Promise<NodeProcess> {
+export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number; execPath?: string; mainJs?: string; nodeArgs?: string[]; args?: string[] } = {}): Promise<NodeProcess> {
   if (['warn', 'error', 'fatal', 'silent'].includes(env.APL_LOG_LEVEL ?? 'info')) {
     return Promise.reject(new Error(`APL_LOG_LEVEL=${env.APL_LOG_LEVEL}: the node_started line the addresses come from is logged at info`));
   }
-  const child = spawn(opts.execPath ?? process.execPath, [...(opts.nodeArgs ?? []), MAIN_JS, ...(opts.args ?? [])], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(opts.execPath ?? process.execPath, [...(opts.nodeArgs ?? []), opts.mainJs ?? MAIN_JS, ...(opts.args ?? [])], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   // The node logs a line per request; the lines about its state are kept apart so they are not crowded out.
   const tail: string[] = [];

@@ -5,7 +5,7 @@
  * (/proc) and from its own metrics, never from inside the load generator.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, TOKENS, testCerts } from '../../support/node.js';
@@ -34,6 +34,8 @@ export interface BenchServer {
 export interface ServerOptions {
   /** the Node.js binary to run the server on (default: this process's). */
   execPath?: string;
+  /** the server's main.js (default: this checkout's), to measure another build on the same machine. */
+  mainJs?: string;
   /** write a CPU profile into this directory when the server stops. */
   cpuProfDir?: string;
   /** an existing data directory (a restart); default: a fresh one. */
@@ -47,6 +49,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
   const nodeArgs = o.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`];
   const proc = await spawnNode(nodeEnv(dataDir, o.env ?? {}), {
     ...(o.execPath === undefined ? {} : { execPath: o.execPath }),
+    ...(o.mainJs === undefined ? {} : { mainJs: o.mainJs }),
     nodeArgs,
     startTimeoutMs: o.startTimeoutMs ?? 60_000,
   });
@@ -129,10 +132,12 @@ export function threadCpuSeconds(pid: number): ThreadCpu {
 /**
  * What LevelDB has written in the background for the state store of a data directory,
  * in bytes, read from its info log (`LOG`): memtables flushed to level 0, and the
- * output of its compactions. The log starts again when the store is opened.
+ * output of its compactions. The log starts again when the store is opened. NaN for a
+ * build without a state store.
  */
 export function storeBackgroundWrites(dataDir: string): { flushed: number; compacted: number } {
   const dir = join(dataDir, 'ledger');
+  if (!existsSync(join(dir, 'CURRENT'))) return { flushed: NaN, compacted: NaN };
   const log = join(dir, readFileSync(join(dir, 'CURRENT'), 'utf8').trim(), 'LOG');
   let flushed = 0;
   let compacted = 0;
