@@ -95,7 +95,7 @@ try {
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
     const requestsPerSecond = peak.requests / peak.seconds / 2;
-    const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 256 });
+    const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 64 });
     halfPeak = { ...s, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond };
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print('');
