@@ -24,7 +24,7 @@ import { assert, ok, type Result } from './errors.js';
 import { applyIntent, type IntentResult } from './intent.js';
 import { sweepDeadlines, type Breach } from './obligations.js';
 import type { Operation } from './ops.js';
-import { scoped, State } from './state.js';
+import { State } from './state.js';
 import type { View } from './store.js';
 
 export const GENESIS_HASH = '0'.repeat(64);
@@ -60,8 +60,7 @@ export function apply(view: View, index: number, op: Operation, opText?: string)
   const result_text = canonicalJson(result);
   const entry_hash = link(view.meta.head, opText ?? canonicalJson(op), result_text);
   if (op.type === 'SubmitIntent' && result.ok && 'kind' in result.value && result.value.kind === 'recorded') {
-    const key = scoped(state.agents.get(op.agent)!, op.transaction);
-    state.transactions.set(key, { ...state.transactions.get(key)!, entry_hash });
+    state.sealRecorded(index, entry_hash);
   }
   view.meta.head = entry_hash;
   return { index, result, entry_hash, result_text };

@@ -13,7 +13,7 @@ import { COUNTER_MAX } from './int128.js';
 import { MemoryStore } from './memory-store.js';
 import { isOwed } from './obligations.js';
 import type { Operation } from './ops.js';
-import { dueKey, scoped, type Account, type Obligation, type OwedEntry, type Usage } from './state.js';
+import { dueKey, recordedKey, scoped, type Account, type Obligation, type OwedEntry, type Usage } from './state.js';
 import { hashFromHex, hashHex, recordHash, subHash, TABLES } from './store.js';
 import { AGENT_A, AGENT_B, EVIDENCE, Harness, intent } from './testing.js';
 import { chainHolds } from './usage.js';
@@ -105,7 +105,7 @@ function conservation(h: Harness): boolean {
 
 /** The state hash without one party's transaction record: a refusal's record is its only change. */
 function hashWithout(h: Harness, party: string, txn: string): string {
-  const key = TABLES.transaction.prefix + scoped(party, txn);
+  const key = recordedKey(h.store.slot(TABLES.transaction.prefix + scoped(party, txn))!.value as number);
   return hashHex(subHash(hashFromHex(h.stateHash), recordHash(key, h.store.text(key)!)));
 }
 

@@ -99,8 +99,7 @@ export function applyIntent(state: State, op: SubmitIntent, logIndex: number): R
       policy: { id: policy.id, bundle_hash: policy.bundle_hash },
     },
   };
-  state.transactions.set(scoped(party, op.transaction), record(op, party, outcome));
-  state.addRecorded(logIndex, party, op.transaction);
+  state.record(logIndex, record(op, party, outcome));
   return ok({ kind: 'recorded', outcome });
 }
 

@@ -72,7 +72,7 @@ const SCHEMAS: Record<keyof typeof TABLES, z.ZodType> = {
   account: z.object({ id: str, party: nullable(str), totals: z.array(z.tuple([str, z.object({ debits: big, credits: big })])) }),
   usage: z.object({ id: str, currency: str, owner: nullable(str), consumed: big, metered: big, billed: big }),
   policy,
-  transaction: z.object({
+  recorded: z.object({
     transaction: str, agent: str, party: str, action: Action, entries: z.array(Entry),
     consume_usage: UsageMove.optional(), meter_usage: UsageMove.optional(), bill_usage: UsageMove.optional(),
     evidence: z.array(str), outcome, entry_hash: str,
@@ -85,7 +85,7 @@ const SCHEMAS: Record<keyof typeof TABLES, z.ZodType> = {
   }),
   owed: z.array(z.object({ id: str, rule: str, action: str, deadline_tick: int, state: obligationState, repair_of: nullable(str), blocks: z.array(str) })),
   due: z.literal(''),
-  recorded: str,
+  transaction: int,
 };
 
 const BY_PREFIX = Object.entries(TABLES).map(([name, t]) => [t.prefix, SCHEMAS[name as keyof typeof TABLES]] as const);

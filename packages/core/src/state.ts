@@ -6,6 +6,7 @@
  */
 import type { Action, Entry, UsageMove } from './schema.js';
 import type { CompiledBundle, CompiledCondition, CompiledRepair } from './policy/bundle.js';
+import { assert } from './errors.js';
 import { TABLES, hexKey, type View } from './store.js';
 
 export interface Party {
@@ -222,8 +223,8 @@ export class State {
   readonly accounts: Table<Account>;
   readonly usages: Table<Usage>;
   readonly policies: Table<Policy>;
-  /** transactions by `scoped(party, transaction id)`. */
-  readonly transactions: Table<TransactionRecord>;
+  /** where each transaction was recorded: its log index, by `scoped(party, transaction id)`. */
+  readonly transactions: Table<number>;
   /** obligations by `scoped(party, obligation id)`. */
   readonly obligations: Table<Obligation>;
   /** owed indexes, per party, what it still owes (open obligations, breached repair duties), in creation order. */
@@ -272,8 +273,21 @@ export class State {
     this.view.del(dueKey(o.deadline_tick, o.party, o.id));
   }
 
-  /** Records that the intent at log `index` recorded the party's transaction, for reads in log order. */
-  addRecorded(index: number, party: string, transaction: string): void {
-    this.view.put(recordedKey(index), scoped(party, transaction));
+  /** Records the transaction the intent at log `index` recorded, and where, under its party's id. */
+  record(index: number, r: TransactionRecord): void {
+    this.view.put(recordedKey(index), r);
+    this.transactions.set(scoped(r.party, r.transaction), index);
+  }
+
+  /** The transaction recorded at log `index`; it must be in the view. */
+  recordedAt(index: number): TransactionRecord | undefined {
+    return this.view.get(recordedKey(index)) as TransactionRecord | undefined;
+  }
+
+  /** Sets the entry hash of the transaction recorded at log `index`, once its entry is hashed. */
+  sealRecorded(index: number, entry_hash: string): void {
+    const r = this.recordedAt(index);
+    assert(r !== undefined, `a transaction is recorded at ${index}`);
+    this.view.put(recordedKey(index), { ...r, entry_hash });
   }
 }

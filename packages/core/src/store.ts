@@ -23,7 +23,7 @@
  * over every record of the hashed tables, the value in its canonical JSON form. A
  * write adds the new record's term and subtracts the old one's, so the hash costs
  * O(records changed) per operation, never O(state). Indexes derived from the hashed
- * records (what a party owes, deadlines, the order of recorded intents) and the
+ * records (what a party owes, deadlines, where a transaction id was recorded) and the
  * position in the log are not part of it. See docs/state-store.md.
  */
 import { createHash } from 'node:crypto';
@@ -39,16 +39,24 @@ export const TABLES = {
   account: { prefix: 'acct/', hashed: true },
   usage: { prefix: 'usage/', hashed: true },
   policy: { prefix: 'pol/', hashed: true },
-  /** recorded intents, by `<party>/<transaction>`: transaction ids are scoped per party. */
-  transaction: { prefix: 'txn/', hashed: true },
+  /**
+   * recorded intents in log order: `<log index, 16 hex>` -> the transaction record. Keyed
+   * by position, as TigerBeetle keys its objects by timestamp: each new record sorts
+   * after every earlier one, so LevelDB's compactions move these, the bulk of the state,
+   * down its levels instead of merging them again and again with older ones.
+   */
+  recorded: { prefix: 'rec/', hashed: true },
   /** obligations, by `<party>/<obligation id>`. */
   obligation: { prefix: 'obl/', hashed: true },
   /** what each party owes now: a short summary per obligation, by party. */
   owed: { prefix: 'owed/', hashed: false },
   /** open obligations by deadline: `<deadline tick, 12 hex>/<party>/<id>`, empty values. */
   due: { prefix: 'due/', hashed: false },
-  /** recorded intents in log order: `<log index, 16 hex>` -> `<party>/<transaction>`. */
-  recorded: { prefix: 'rec/', hashed: false },
+  /**
+   * where each party's transaction was recorded: `<party>/<transaction>` -> its log index
+   * (transaction ids are scoped per party). The idempotency check reads this small record.
+   */
+  transaction: { prefix: 'txn/', hashed: false },
 } as const;
 
 export type TableName = keyof typeof TABLES;

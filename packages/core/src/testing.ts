@@ -61,12 +61,13 @@ export class Harness {
   recorded(limit: number): TransactionRecord[] {
     if (limit <= 0) return [];
     const keys = this.store.keysUnder(TABLES.recorded.prefix);
-    return keys.slice(Math.max(0, keys.length - limit)).map((k) => this.state.transactions.get(this.store.slot(k)!.value as string)!);
+    return keys.slice(Math.max(0, keys.length - limit)).map((k) => this.store.slot(k)!.value as TransactionRecord);
   }
 
   /** A recorded transaction of a party (party A's by default). */
   txn(id: string, party: string = PARTY_A): TransactionRecord | undefined {
-    return this.state.transactions.get(scoped(party, id));
+    const at = this.state.transactions.get(scoped(party, id));
+    return at === undefined ? undefined : this.state.recordedAt(at);
   }
 
   /** Runs an operation that must succeed and returns its value. */

@@ -5,10 +5,12 @@
 // commits. And proves the store as a snapshot: streamed in chunks to a fresh directory
 // it verifies and installs with the same state hash; a transfer cut half-way leaves the
 // old store intact and a retry succeeds; a corrupted chunk is refused.
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
+import { Level } from 'level';
 import t from 'tap';
 import { canonicalJson, MemoryStore, TABLES, type Operation } from '@apl/core';
 import { AGENT_A, AGENT_B, EVIDENCE, Harness, intent, OPERATOR } from '@apl/core/testing';
@@ -79,6 +81,25 @@ function tempDir(): string {
 const entry = (index: number, o: Operation | null) => ({ index, term: 1, op: o === null ? null : { op: o, text: canonicalJson(o) } });
 
 /** Every record of a LevelDB store as key and text, in key order, for comparison. */
+/** A raw read and write of the current LevelDB database under a store's directory, as another version would. */
+async function rawGet(dir: string, key: string): Promise<string> {
+  const db = new Level<string, string>(join(dir, 'store-000001'));
+  try {
+    return (await db.get(key))!;
+  } finally {
+    await db.close();
+  }
+}
+
+async function rawPut(dir: string, key: string, value: string): Promise<void> {
+  const db = new Level<string, string>(join(dir, 'store-000001'));
+  try {
+    await db.put(key, value);
+  } finally {
+    await db.close();
+  }
+}
+
 async function contents(store: LedgerStore): Promise<[string, string][]> {
   const out: [string, string][] = [];
   for (const { prefix } of Object.values(TABLES)) {
@@ -238,6 +259,34 @@ t.test('a reopened store is where it was: position, records and journal', async 
   } finally {
     await again.close();
   }
+});
+
+t.test('a store of another layout is refused when received and when opened, and is left as it was', async (t) => {
+  const dir = tempDir();
+  const store = await storeWithHistory(dir);
+  const { position, chunks } = await store.openSnapshot();
+  // The same store as another version would stream it: its position says layout 1.
+  const older = (async function* () {
+    for await (const c of chunks) {
+      const data = Buffer.from(Buffer.from(c.data).toString('latin1').replace(',"layout":2', ',"layout":1'), 'latin1');
+      yield { seq: c.seq, data, digest: createHash('sha256').update(data).digest('hex') };
+    }
+  })();
+  const other = tempDir();
+  const receiver = await LedgerStore.open(other, { cacheEntriesMax: 10 });
+  try {
+    await t.rejects(receiver.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, older), /layout 1/);
+    t.same(readdirSync(other).filter((n) => n.startsWith('store-')), ['store-000001'], 'nothing was installed');
+  } finally {
+    await receiver.close();
+    await store.close();
+  }
+
+  // What an earlier version wrote on disk: the same position record, without a layout number.
+  const { layout: _layout, ...unnumbered } = JSON.parse(await rawGet(dir, 'chain/meta')) as Record<string, unknown>;
+  await rawPut(dir, 'chain/meta', JSON.stringify(unnumbered));
+  await t.rejects(LedgerStore.open(dir, { cacheEntriesMax: 10 }), /layout 1, and this version reads layout 2/);
+  t.equal((JSON.parse(await rawGet(dir, 'chain/meta')) as { applied: number }).applied, position.applied, 'the store is untouched');
 });
 
 t.test('a plane read that started before a commit never puts what it read in the cache over the commit', async (t) => {

@@ -60,6 +60,13 @@ export type LevelDb = Level<string, string>;
 export type WrapDb = (db: LevelDb) => LevelDb;
 
 const META_KEY = 'chain/meta';
+/**
+ * How records are keyed and encoded, written in the position record. Layout 2 keys
+ * recorded intents by log index (`rec/`) with a `txn/` index beside them; layout 1
+ * (no number) keyed them by `<party>/<transaction>`. A store of another layout is
+ * refused when opened or received, never read as if it were this one.
+ */
+export const STORE_LAYOUT = 2;
 const JOURNAL_PREFIX = 'jrnl/';
 const CHUNK_BYTES = 1 << 20;
 /** LevelDB's memtable size unless configured (`store.write_buffer_bytes`); LevelDB's own default is 4 MiB. */
@@ -181,7 +188,14 @@ export class LedgerStore {
     const wrap = opts.wrap ?? ((db: LevelDb) => db);
     const tuning = { writeBufferBytes: opts.writeBufferBytes ?? WRITE_BUFFER_BYTES_DEFAULT, blockBytes: opts.blockBytes ?? BLOCK_BYTES_DEFAULT };
     const db = await openDb(join(dir, current), wrap, tuning);
-    return new LedgerStore(dir, db, current, await readPosition(db), opts.cacheEntriesMax, wrap, tuning);
+    let position: StorePosition;
+    try {
+      position = await readPosition(db);
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
+    return new LedgerStore(dir, db, current, position, opts.cacheEntriesMax, wrap, tuning);
   }
 
   get position(): StorePosition {
@@ -275,7 +289,7 @@ export class LedgerStore {
       slots.push([w.key, w.text === null ? null : { value: w.value, hash: w.hash }]);
     }
     for (const j of journal) ops.push({ type: 'put', key: journalKey(j.index), value: j.text });
-    ops.push({ type: 'put', key: META_KEY, value: JSON.stringify(pos) });
+    ops.push({ type: 'put', key: META_KEY, value: positionText(pos) });
     this.commits++;
     for (const [key, slot] of slots) {
       this.inflight.set(key, slot);
@@ -300,7 +314,7 @@ export class LedgerStore {
   /** Makes everything written so far durable (an fsync of the store's log). */
   async sync(): Promise<void> {
     await this.landing;
-    await this.db.batch([{ type: 'put', key: META_KEY, value: JSON.stringify(this.pos) }], { sync: true });
+    await this.db.batch([{ type: 'put', key: META_KEY, value: positionText(this.pos) }], { sync: true });
   }
 
   // ------------------------------------------------------------ reads for the planes
@@ -440,7 +454,7 @@ export class LedgerStore {
       if (recomputed !== position.stateHash || recomputed !== expected.stateHash || position.applied !== expected.applied) {
         throw new Error(`the snapshot's records hash to ${recomputed} at ${position.applied}; ${expected.stateHash} at ${expected.applied} was announced`);
       }
-      const last = [{ type: 'put' as const, key: META_KEY, value: JSON.stringify(position) }];
+      const last = [{ type: 'put' as const, key: META_KEY, value: positionText(position) }];
       for (const [key, value] of Object.entries(extra)) last.push({ type: 'put', key, value });
       await db.batch(last, { sync: true });
       await db.close();
@@ -490,8 +504,17 @@ function parsePositionOrEmpty(text: string | undefined): StorePosition {
   return text === undefined ? { applied: 0, term: 0, tick: 0, head: GENESIS_HASH, stateHash: EMPTY_STATE_HASH } : parsePosition(text);
 }
 
+function positionText(pos: StorePosition): string {
+  return JSON.stringify({ ...pos, layout: STORE_LAYOUT });
+}
+
 function parsePosition(text: string): StorePosition {
-  const p = JSON.parse(text) as Partial<StorePosition>;
+  const p = JSON.parse(text) as Partial<StorePosition> & { layout?: unknown };
+  const layout = p.layout ?? 1;
+  if (layout !== STORE_LAYOUT) {
+    throw new Error(`the state store has layout ${String(layout)}, and this version reads layout ${STORE_LAYOUT}: it was written by another version. `
+      + 'A cluster member can start from an empty data directory and receive the store from its peers; there is no in-place migration.');
+  }
   const index = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
   const hex = (v: unknown) => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
   if (!index(p.applied) || !index(p.term) || !index(p.tick) || !hex(p.head) || !hex(p.stateHash)) throw new Error(`the store's position record is not valid: ${text}`);

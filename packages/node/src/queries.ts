@@ -35,13 +35,20 @@ export class Queries {
     return this.store.get<TrustRoot>(TABLES.root.prefix + issuer);
   }
 
-  transaction(party: string, id: string): Promise<TransactionRecord | undefined> {
-    return this.store.get<TransactionRecord>(TABLES.transaction.prefix + scoped(party, id));
+  /** A party's recorded transaction: where it was recorded, then the record there. */
+  async transaction(party: string, id: string): Promise<TransactionRecord | undefined> {
+    const at = await this.store.get<number>(TABLES.transaction.prefix + scoped(party, id));
+    return at === undefined ? undefined : this.store.get<TransactionRecord>(recordedKey(at));
   }
 
-  /** A recorded transaction if the store's cache holds it (no disk read); see LedgerStore.cached. */
+  /**
+   * A recorded transaction if the store's cache holds it (no disk read): the record, null
+   * when the cache knows there is none, undefined when it cannot tell. See LedgerStore.cached.
+   */
   cachedTransaction(party: string, id: string): TransactionRecord | null | undefined {
-    return this.store.cached<TransactionRecord>(TABLES.transaction.prefix + scoped(party, id));
+    const at = this.store.cached<number>(TABLES.transaction.prefix + scoped(party, id));
+    if (at === null || at === undefined) return at;
+    return this.store.cached<TransactionRecord>(recordedKey(at)) ?? undefined;
   }
 
   account(id: string): Promise<Account | undefined> {
@@ -100,11 +107,10 @@ export class Queries {
    * (exclusive): what a dry run judges. The cursor is a log index.
    */
   async recorded(page: { before?: number | undefined; limit: number }): Promise<Page<TransactionRecord> & { nextBefore: number | null }> {
-    const r = await this.store.page<string>(TABLES.recorded.prefix, {
+    const r = await this.store.page<TransactionRecord>(TABLES.recorded.prefix, {
       reverse: true, limit: page.limit, ...(page.before === undefined ? {} : { after: recordedKey(page.before) }),
     });
-    const records = await Promise.all(r.items.map(([, key]) => this.store.get<TransactionRecord>(TABLES.transaction.prefix + key)));
     const nextBefore = r.next === null ? null : parseInt(r.next.slice(TABLES.recorded.prefix.length), 16);
-    return { items: records.filter((x): x is TransactionRecord => x !== undefined), next: nextBefore === null ? null : String(nextBefore), nextBefore };
+    return { items: r.items.map(([, record]) => record), next: nextBefore === null ? null : String(nextBefore), nextBefore };
   }
 }

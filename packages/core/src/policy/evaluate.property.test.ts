@@ -16,7 +16,7 @@ import type { Applied } from '../apply.js';
 import { canonicalJson } from '../canonical.js';
 import type { Operation } from '../ops.js';
 import { owedBy } from '../obligations.js';
-import type { Account } from '../state.js';
+import { recordedKey, scoped, type Account } from '../state.js';
 import { hashFromHex, hashHex, recordHash, subHash, TABLES } from '../store.js';
 import type { Outcome, Verdict } from '../state.js';
 import { AGENT_A, AGENT_B, EVIDENCE, Harness, intent } from '../testing.js';
@@ -178,7 +178,7 @@ function reauthored(value: unknown): unknown {
 
 /** The state hash without one party's transaction record. */
 function hashWithout(h: Harness, party: string, txn: string): string {
-  const key = `${TABLES.transaction.prefix}${party}/${txn}`;
+  const key = recordedKey(h.store.slot(TABLES.transaction.prefix + scoped(party, txn))!.value as number);
   return hashHex(subHash(hashFromHex(h.stateHash), recordHash(key, h.store.text(key)!)));
 }
 
