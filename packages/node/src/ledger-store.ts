@@ -75,7 +75,8 @@ export const WRITE_BUFFER_BYTES_DEFAULT = 32 << 20;
  * LevelDB's block size unless configured (`store.block_bytes`); LevelDB's own default
  * is 4 KiB. Snappy compresses a block at a time, and the records of one block repeat
  * their field names, so a larger block holds the same records in fewer bytes: with
- * 16 KiB a million intents write about 40 % less in compaction (docs/BENCHMARKS.md).
+ * 16 KiB a million intents flush about 40 % fewer bytes, and compact less while the
+ * store is young (docs/BENCHMARKS.md).
  * A read of a record no cache holds decompresses one block, so larger still costs reads.
  */
 export const BLOCK_BYTES_DEFAULT = 16 << 10;
