@@ -4,8 +4,9 @@
  * mix, the server in its own process. Per 100,000 intents it prints throughput,
  * latency p50/p99/max, the server's RSS and V8 heap, its CPU per intent by thread
  * (the JavaScript thread; V8's helpers; libuv's pool and LevelDB's background thread),
- * what LevelDB flushed and compacted for the state store, and the answers by status;
- * then it stops the node and times a restart to ready.
+ * what LevelDB flushed and compacted for the state store, the Raft log's synced writes
+ * (and how many took over 100 and over 250 ms: a slow disk's share of the maximum), and
+ * the answers by status; then it stops the node and times a restart to ready.
  *
  *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--json out.json]
  *                           [--main /other/checkout/packages/node/dist/main.js]
@@ -27,7 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Client, TOKENS } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
-import { startBenchServer, storeBackgroundWrites, type ThreadCpu } from './support/server.js';
+import { startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -53,6 +54,8 @@ type Row = LoadStats & {
   cpuMsPerIntent: ThreadCpu;
   /** what LevelDB flushed and compacted for the state store in the window, in bytes. */
   storeFlushedBytes: number; storeCompactedBytes: number;
+  /** the Raft log's synced writes in the window: all, and those above 100 and 250 ms. */
+  fsyncs: Gauges['fsyncs'];
 };
 const rows: Row[] = [];
 let warmup: Row | null = null;
@@ -62,24 +65,32 @@ try {
   const runId = `g${Date.now().toString(36)}`;
   const mix = new Mix(await bootstrapWorkload(server.admin, Number(a.parties), runId), runId);
   console.log(`${warmupIntents.toLocaleString('en-US')} intents of warm-up (connections opened, code compiled), then ${total.toLocaleString('en-US')} intents at ${a.concurrency} in flight, a line per ${windowIntents.toLocaleString('en-US')}`);
-  console.log('| intents recorded | intents/s | p50 | p99 | max | max at | server RSS | server heap | CPU/intent: JS / V8 / native | LevelDB flushed / compacted | answers |');
-  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|');
+  console.log('| intents recorded | intents/s | p50 | p99 | max | max at | server RSS | server heap | CPU/intent: JS / V8 / native | LevelDB flushed / compacted | synced writes (> 100 / > 250 ms) | answers |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|');
   let cpuBefore = server.threadCpuSeconds();
   let storeBefore = storeBackgroundWrites(server.dataDir);
+  let fsyncsBefore = (await server.gauges()).fsyncs;
   const line = async (label: string, w: LoadStats) => {
     const cpu = server.threadCpuSeconds();
     const store = storeBackgroundWrites(server.dataDir);
+    const gauges = await server.gauges();
     const perIntent = (now: number, then: number) => ((now - then) * 1000) / w.intents;
     const row: Row = {
-      ...w, recorded, rssBytes: server.rss(), heapBytes: await server.heapUsed(),
+      ...w, recorded, rssBytes: server.rss(), heapBytes: gauges.heapBytes,
       cpuMsPerIntent: { main: perIntent(cpu.main, cpuBefore.main), v8: perIntent(cpu.v8, cpuBefore.v8), native: perIntent(cpu.native, cpuBefore.native) },
       storeFlushedBytes: store.flushed - storeBefore.flushed, storeCompactedBytes: store.compacted - storeBefore.compacted,
+      fsyncs: {
+        all: gauges.fsyncs.all - fsyncsBefore.all,
+        over100ms: gauges.fsyncs.over100ms - fsyncsBefore.over100ms,
+        over250ms: gauges.fsyncs.over250ms - fsyncsBefore.over250ms,
+      },
     };
     cpuBefore = cpu;
     storeBefore = store;
+    fsyncsBefore = gauges.fsyncs;
     const answers = Object.entries(w.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     const c = row.cpuMsPerIntent;
-    console.log(`| ${label} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${w.maxAtSeconds.toFixed(1)} s | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${c.main.toFixed(2)} / ${c.v8.toFixed(2)} / ${c.native.toFixed(2)} ms | ${mb(row.storeFlushedBytes)} / ${mb(row.storeCompactedBytes)} | ${answers} |`);
+    console.log(`| ${label} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${w.maxAtSeconds.toFixed(1)} s | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${c.main.toFixed(2)} / ${c.v8.toFixed(2)} / ${c.native.toFixed(2)} ms | ${mb(row.storeFlushedBytes)} / ${mb(row.storeCompactedBytes)} | ${syncs(row.fsyncs)} | ${answers} |`);
     return row;
   };
   await runLoad({
@@ -121,6 +132,10 @@ if (first && last) {
   console.log(`peak heap ${mb(peakHeap)}; restart ${(restartMs / 1000).toFixed(2)} s (target 5): ${verdict(restartMs < 5000)}`);
 }
 if (a.json) writeFileSync(a.json, `${JSON.stringify({ warmup, rows, restartMs }, null, 2)}\n`);
+
+function syncs(f: Row['fsyncs']): string {
+  return Number.isNaN(f.all) ? '-' : `${f.all.toLocaleString('en-US')} (${f.over100ms} / ${f.over250ms})`;
+}
 
 function mb(bytes: number): string {
   return Number.isNaN(bytes) ? '-' : `${(bytes / 2 ** 20).toFixed(0)} MB`;

@@ -25,10 +25,29 @@ export interface BenchServer {
   mainThreadCpuSeconds(): number;
   /** CPU time by thread kind (see `threadCpuSeconds`), in seconds. */
   threadCpuSeconds(): ThreadCpu;
-  /** the server's own gauges: V8 heap used, in bytes. */
-  heapUsed(): Promise<number>;
+  /**
+   * from the server's own metrics: V8 heap used, in bytes, and how many synced writes
+   * of the Raft log it has made, in all and above 100 and 250 ms.
+   */
+  gauges(): Promise<Gauges>;
   /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
   stop(opts?: { keepData?: boolean }): Promise<void>;
+}
+
+export interface Gauges {
+  heapBytes: number;
+  fsyncs: { all: number; over100ms: number; over250ms: number };
+}
+
+/** The gauges from a Prometheus text exposition; NaN where a metric is absent. */
+export function parseGauges(text: string): Gauges {
+  const value = (pattern: string) => {
+    const m = new RegExp(`^${pattern} (\\S+)$`, 'm').exec(text);
+    return m ? Number(m[1]) : NaN;
+  };
+  const bucket = (le: string) => value(`apl_log_fsync_duration_seconds_bucket\\{le="${le}"\\}`);
+  const all = value('apl_log_fsync_duration_seconds_count');
+  return { heapBytes: value('nodejs_heap_size_used_bytes'), fsyncs: { all, over100ms: all - bucket('0.1'), over250ms: all - bucket('0.25') } };
 }
 
 export interface ServerOptions {
@@ -65,10 +84,9 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     cpuSeconds: () => cpuSeconds(proc.pid),
     mainThreadCpuSeconds: () => cpuSeconds(proc.pid, proc.pid),
     threadCpuSeconds: () => threadCpuSeconds(proc.pid),
-    heapUsed: async () => {
+    gauges: async () => {
       const r = await client.request('GET', '/metrics', { token: TOKENS.operator });
-      const m = /^nodejs_heap_size_used_bytes (\d+(\.\d+)?(e\+\d+)?)/m.exec(r.text);
-      return m ? Number(m[1]) : NaN;
+      return parseGauges(r.text);
     },
     stop: async (s = {}) => {
       client.close();
