@@ -13,8 +13,8 @@ import { COUNTER_MAX } from './int128.js';
 import { MemoryStore } from './memory-store.js';
 import { isOwed } from './obligations.js';
 import type { Operation } from './ops.js';
-import { dueKey, recordedKey, scoped, type Account, type Obligation, type OwedEntry, type Usage } from './state.js';
-import { hashFromHex, hashHex, recordHash, subHash, TABLES } from './store.js';
+import { dueKey, type Account, type Obligation, type OwedEntry, type Usage } from './state.js';
+import { TABLES } from './store.js';
 import { AGENT_A, AGENT_B, EVIDENCE, Harness, intent } from './testing.js';
 import { chainHolds } from './usage.js';
 
@@ -103,12 +103,6 @@ function conservation(h: Harness): boolean {
   return [...sums.values()].every((s) => s === 0n);
 }
 
-/** The state hash without one party's transaction record: a refusal's record is its only change. */
-function hashWithout(h: Harness, party: string, txn: string): string {
-  const key = recordedKey(h.store.slot(TABLES.transaction.prefix + scoped(party, txn))!.value as number);
-  return hashHex(subHash(hashFromHex(h.stateHash), recordHash(key, h.store.text(key)!)));
-}
-
 /** The owed and deadline indexes hold exactly what the obligations say. */
 function indexesAgree(s: MemoryStore): boolean {
   const obligations = s.values<Obligation>(TABLES.obligation.prefix);
@@ -148,7 +142,7 @@ function check(h: Harness, op: Operation): Applied {
     const o = v.outcome!;
     if (o.posted !== (o.verdict === 'Permitted')) throw new Error('posted iff Permitted broken');
     const party = h.state.agents.get((op as { agent: string }).agent)!;
-    if (!o.posted && hashWithout(h, party, o.transaction) !== before) throw new Error(`refusal ${o.verdict} changed more than its record`);
+    if (!o.posted && h.stateHashWithout(party, o.transaction) !== before) throw new Error(`refusal ${o.verdict} changed more than its record`);
   }
   return a;
 }

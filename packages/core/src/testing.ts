@@ -7,8 +7,8 @@
 import type { Applied } from './apply.js';
 import { MemoryStore } from './memory-store.js';
 import { parseOperation, type Operation, type Principal } from './ops.js';
-import { scoped, type State, type TransactionRecord } from './state.js';
-import { TABLES } from './store.js';
+import { recordedKey, scoped, type State, type TransactionRecord } from './state.js';
+import { hashFromHex, hashHex, recordHash, subHash, TABLES } from './store.js';
 
 export const ISSUER = 'acme-agents';
 /** A syntactically valid k4 key and id; the core never verifies signatures. */
@@ -68,6 +68,12 @@ export class Harness {
   txn(id: string, party: string = PARTY_A): TransactionRecord | undefined {
     const at = this.state.transactions.get(scoped(party, id));
     return at === undefined ? undefined : this.state.recordedAt(at);
+  }
+
+  /** The state hash without a party's recorded transaction: what it was before a refusal recorded only that. */
+  stateHashWithout(party: string, id: string): string {
+    const key = recordedKey(this.state.transactions.get(scoped(party, id))!);
+    return hashHex(subHash(hashFromHex(this.stateHash), recordHash(key, this.store.text(key)!)));
   }
 
   /** Runs an operation that must succeed and returns its value. */

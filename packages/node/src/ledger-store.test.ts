@@ -80,26 +80,17 @@ function tempDir(): string {
 
 const entry = (index: number, o: Operation | null) => ({ index, term: 1, op: o === null ? null : { op: o, text: canonicalJson(o) } });
 
+/** The current LevelDB database under a store's directory, opened as another version would open it. */
+async function withRawDb<T>(dir: string, use: (db: Level<string, string>) => Promise<T>): Promise<T> {
+  const db = new Level<string, string>(join(dir, 'store-000001'));
+  try {
+    return await use(db);
+  } finally {
+    await db.close();
+  }
+}
+
 /** Every record of a LevelDB store as key and text, in key order, for comparison. */
-/** A raw read and write of the current LevelDB database under a store's directory, as another version would. */
-async function rawGet(dir: string, key: string): Promise<string> {
-  const db = new Level<string, string>(join(dir, 'store-000001'));
-  try {
-    return (await db.get(key))!;
-  } finally {
-    await db.close();
-  }
-}
-
-async function rawPut(dir: string, key: string, value: string): Promise<void> {
-  const db = new Level<string, string>(join(dir, 'store-000001'));
-  try {
-    await db.put(key, value);
-  } finally {
-    await db.close();
-  }
-}
-
 async function contents(store: LedgerStore): Promise<[string, string][]> {
   const out: [string, string][] = [];
   for (const { prefix } of Object.values(TABLES)) {
@@ -283,10 +274,11 @@ t.test('a store of another layout is refused when received and when opened, and 
   }
 
   // What an earlier version wrote on disk: the same position record, without a layout number.
-  const { layout: _layout, ...unnumbered } = JSON.parse(await rawGet(dir, 'chain/meta')) as Record<string, unknown>;
-  await rawPut(dir, 'chain/meta', JSON.stringify(unnumbered));
+  const positionOnDisk = async () => JSON.parse((await withRawDb(dir, (db) => db.get('chain/meta')))!) as Record<string, unknown>;
+  const { layout: _layout, ...unnumbered } = await positionOnDisk();
+  await withRawDb(dir, (db) => db.put('chain/meta', JSON.stringify(unnumbered)));
   await t.rejects(LedgerStore.open(dir, { cacheEntriesMax: 10 }), /layout 1, and this version reads layout 2/);
-  t.equal((JSON.parse(await rawGet(dir, 'chain/meta')) as { applied: number }).applied, position.applied, 'the store is untouched');
+  t.equal((await positionOnDisk()).applied, position.applied, 'the store is untouched');
 });
 
 t.test('a plane read that started before a commit never puts what it read in the cache over the commit', async (t) => {

@@ -16,8 +16,8 @@ import type { Applied } from '../apply.js';
 import { canonicalJson } from '../canonical.js';
 import type { Operation } from '../ops.js';
 import { owedBy } from '../obligations.js';
-import { recordedKey, scoped, type Account } from '../state.js';
-import { hashFromHex, hashHex, recordHash, subHash, TABLES } from '../store.js';
+import type { Account } from '../state.js';
+import { TABLES } from '../store.js';
 import type { Outcome, Verdict } from '../state.js';
 import { AGENT_A, AGENT_B, EVIDENCE, Harness, intent } from '../testing.js';
 import { compileBundle } from './bundle.js';
@@ -176,12 +176,6 @@ function reauthored(value: unknown): unknown {
   return Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, k === 'rules' ? (v as unknown[]).map(reauthored).reverse() : reauthored(v)]));
 }
 
-/** The state hash without one party's transaction record. */
-function hashWithout(h: Harness, party: string, txn: string): string {
-  const key = recordedKey(h.store.slot(TABLES.transaction.prefix + scoped(party, txn))!.value as number);
-  return hashHex(subHash(hashFromHex(h.stateHash), recordHash(key, h.store.text(key)!)));
-}
-
 function debitTotal(h: Harness): bigint {
   let sum = 0n;
   for (const a of h.store.values<Account>(TABLES.account.prefix)) for (const [, tot] of a.totals) sum += tot.debits;
@@ -283,7 +277,7 @@ t.test('a refusal changes nothing but the refusal record; an error before judgem
       const party = h.state.agents.get((o as { agent: string }).agent)!;
       const record = h.txn(outcome.transaction, party);
       if (!record || canonicalJson(record.outcome) !== canonicalJson(outcome)) return false;
-      if (hashWithout(h, party, outcome.transaction) !== before) return false;
+      if (h.stateHashWithout(party, outcome.transaction) !== before) return false;
       if (outcome.provenance.obligations_created.length + outcome.provenance.obligations_discharged.length > 0) return false;
     }
     return true;
