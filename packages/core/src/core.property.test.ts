@@ -115,7 +115,7 @@ function indexesAgree(s: MemoryStore): boolean {
   if (stored.size !== owed.size) return false;
   const byId = (l: OwedEntry[]) => JSON.stringify([...l].sort((a, b) => (a.id < b.id ? -1 : 1)));
   for (const [party, list] of owed) if (byId(list) !== byId(stored.get(party) ?? [])) return false;
-  const due = obligations.filter((o) => o.state === 'open').map((o) => dueKey(o.deadline_tick, o.party, o.id)).sort();
+  const due = obligations.filter((o) => o.state === 'open').map((o) => dueKey(o)).sort();
   return JSON.stringify(due) === JSON.stringify(s.keysUnder(TABLES.due.prefix));
 }
 

@@ -17,7 +17,7 @@
 import type { CompiledRule } from './policy/bundle.js';
 import { assert } from './errors.js';
 import { compareBytes } from './policy/bundle.js';
-import { scoped, type Obligation, type OwedEntry, type PendingObligation, type Policy, type State } from './state.js';
+import { duePrefix, type Obligation, type OwedEntry, type PendingObligation, type Policy, type State } from './state.js';
 import { TABLES } from './store.js';
 
 /** Whether the party still owes it: open, or a breached repair duty. */
@@ -40,7 +40,7 @@ function owedEntry(o: Obligation): OwedEntry {
  * `before` is its previous state, or null for a new one.
  */
 function save(state: State, o: Obligation, before: Obligation | null): void {
-  state.obligations.set(scoped(o.party, o.id), o);
+  state.putObligation(o, before === null);
   const list = owedBy(state, o.party);
   const at = list.findIndex((e) => e.id === o.id);
   let next: OwedEntry[] = list;
@@ -92,12 +92,13 @@ export interface Breach {
   repairs_created: string[];
 }
 
-/** The party and obligation id a deadline-index key names. */
-export function dueEntry(key: string, deadline: number): { party: string; id: string } {
-  const rest = key.slice(TABLES.due.prefix.length + 13);
-  const slash = rest.indexOf('/');
-  assert(slash > 0 && key.startsWith(`${TABLES.due.prefix}${deadline.toString(16).padStart(12, '0')}/`), `${key} is a deadline-index key of tick ${deadline}`);
-  return { party: rest.slice(0, slash), id: rest.slice(slash + 1) };
+/** The obligation a deadline-index key names: the key it is stored under, and its party. */
+export function dueEntry(key: string, deadline: number): { key: string; party: string } {
+  const prefix = duePrefix(deadline);
+  const rest = key.slice(prefix.length); // <created tick, 12 hex>/<party>/<id>
+  const slash = rest.indexOf('/', 13);
+  assert(key.startsWith(prefix) && rest[12] === '/' && slash > 13, `${key} is a deadline-index key of tick ${deadline}`);
+  return { key: TABLES.obligation.prefix + rest, party: rest.slice(13, slash) };
 }
 
 /**
@@ -109,9 +110,8 @@ export function dueEntry(key: string, deadline: number): { party: string; id: st
 export function sweepDeadlines(state: State): Breach[] {
   const deadline = state.tick - 1;
   const due = state.dueAt(deadline).map((key) => {
-    const { party, id } = dueEntry(key, deadline);
-    const o = state.obligations.get(scoped(party, id));
-    assert(o !== undefined && o.state === 'open' && o.deadline_tick === deadline, `the deadline index names open obligation ${party}/${id}`);
+    const o = state.obligationAt(dueEntry(key, deadline).key);
+    assert(o !== undefined && o.state === 'open' && o.deadline_tick === deadline, `the deadline index entry ${key} names an open obligation`);
     return o;
   });
   due.sort((a, b) => compareBytes(a.id, b.id) || compareBytes(a.party, b.party));

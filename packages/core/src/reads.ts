@@ -7,7 +7,7 @@
  * store that loads nothing else.
  */
 import type { Operation, SubmitIntent } from './ops.js';
-import { duePrefix, META_KEYS, scoped } from './state.js';
+import { duePrefix, META_KEYS, obligationKey, scoped } from './state.js';
 import { dueEntry } from './obligations.js';
 import { TABLES, type ReadSet, type View } from './store.js';
 
@@ -84,7 +84,10 @@ function intentReads(n: Needs, op: SubmitIntent): void {
   n.get(TABLES.transaction.prefix + scoped(party, op.transaction));
   n.get(TABLES.owed.prefix + party);
   const named = op.action.bindings.obligation;
-  if (named !== undefined) n.get(TABLES.obligation.prefix + scoped(party, String(named)));
+  if (named !== undefined) {
+    const tick = n.get(TABLES.obligationTick.prefix + scoped(party, String(named)));
+    if (typeof tick === 'number') n.get(obligationKey(tick, party, String(named)));
+  }
   for (const e of op.entries) n.get(TABLES.account.prefix + e.account);
   for (const m of [op.consume_usage, op.meter_usage, op.bill_usage]) if (m) n.get(TABLES.usage.prefix + m.usage);
 }
@@ -95,9 +98,9 @@ function tickReads(n: Needs, view: View): void {
   if (tick === MISSING) return;
   const keys = n.scan(duePrefix(tick));
   if (keys === MISSING) return;
-  for (const key of keys) {
-    const { party, id } = dueEntry(key, tick);
-    n.get(TABLES.obligation.prefix + scoped(party, id));
+  for (const due of keys) {
+    const { key, party } = dueEntry(due, tick);
+    n.get(key);
     n.get(TABLES.owed.prefix + party);
   }
 }

@@ -84,6 +84,7 @@ const SCHEMAS: Record<keyof typeof TABLES, z.ZodType> = {
     discharged_by: nullable(str), discharged_at_tick: nullable(int), breached_at_tick: nullable(int),
   }),
   owed: z.array(z.object({ id: str, rule: str, action: str, deadline_tick: int, state: obligationState, repair_of: nullable(str), blocks: z.array(str) })),
+  obligationTick: int,
   due: z.literal(''),
   transaction: int,
 };

@@ -201,9 +201,14 @@ const ACTIVE_KEY = `${TABLES.meta.prefix}active`;
 /** The meta records every operation may read; a store keeps them at hand. */
 export const META_KEYS = [TICK_KEY, ACTIVE_KEY] as const;
 
-/** The deadline index: open obligations by the tick after which they are breached. */
-export function dueKey(deadline: number, party: string, id: string): string {
-  return `${duePrefix(deadline)}${party}/${id}`;
+/** Where an obligation is stored: under the tick that created it, then its party and id. */
+export function obligationKey(created_tick: number, party: string, id: string): string {
+  return `${TABLES.obligation.prefix}${hexKey(created_tick, 12)}/${party}/${id}`;
+}
+
+/** The deadline index: open obligations by the tick after which they are breached, then where they are stored. */
+export function dueKey(o: Pick<Obligation, 'deadline_tick' | 'created_tick' | 'party' | 'id'>): string {
+  return `${duePrefix(o.deadline_tick)}${hexKey(o.created_tick, 12)}/${o.party}/${o.id}`;
 }
 
 export function duePrefix(deadline: number): string {
@@ -225,8 +230,8 @@ export class State {
   readonly policies: Table<Policy>;
   /** where each transaction was recorded: its log index, by `scoped(party, transaction id)`. */
   readonly transactions: Table<number>;
-  /** obligations by `scoped(party, obligation id)`. */
-  readonly obligations: Table<Obligation>;
+  /** the tick that created each obligation (where it is stored), by `scoped(party, obligation id)`. */
+  readonly obligationTicks: Table<number>;
   /** owed indexes, per party, what it still owes (open obligations, breached repair duties), in creation order. */
   readonly owed: Table<OwedEntry[]>;
 
@@ -238,7 +243,7 @@ export class State {
     this.usages = new Table(view, TABLES.usage.prefix);
     this.policies = new Table(view, TABLES.policy.prefix);
     this.transactions = new Table(view, TABLES.transaction.prefix);
-    this.obligations = new Table(view, TABLES.obligation.prefix);
+    this.obligationTicks = new Table(view, TABLES.obligationTick.prefix);
     this.owed = new Table(view, TABLES.owed.prefix);
   }
 
@@ -266,11 +271,28 @@ export class State {
   }
 
   addDue(o: Obligation): void {
-    this.view.put(dueKey(o.deadline_tick, o.party, o.id), '');
+    this.view.put(dueKey(o), '');
   }
 
   removeDue(o: Obligation): void {
-    this.view.del(dueKey(o.deadline_tick, o.party, o.id));
+    this.view.del(dueKey(o));
+  }
+
+  /** The party's obligation of that id, found through the id index; both must be in the view. */
+  obligation(party: string, id: string): Obligation | undefined {
+    const tick = this.obligationTicks.get(scoped(party, id));
+    return tick === undefined ? undefined : this.obligationAt(obligationKey(tick, party, id));
+  }
+
+  /** The obligation stored under `key` (see obligationKey); it must be in the view. */
+  obligationAt(key: string): Obligation | undefined {
+    return this.view.get(key) as Obligation | undefined;
+  }
+
+  /** Stores an obligation's state; a new one also enters the id index. */
+  putObligation(o: Obligation, isNew: boolean): void {
+    this.view.put(obligationKey(o.created_tick, o.party, o.id), o);
+    if (isNew) this.obligationTicks.set(scoped(o.party, o.id), o.created_tick);
   }
 
   /** Records the transaction the intent at log `index` recorded, and where, under its party's id. */

@@ -58,7 +58,7 @@ t.test('a commit moves the set hash by exactly the records it changed', async (t
   const expected = hashHex(addHash(subHash(BigInt(`0x${start}`), recordHash('party/p1', oldText)), recordHash('party/p2', '{"id":"p2"}')));
   t.equal(c.meta.stateHash, expected);
   t.equal(recordHash('owed/p2', '[]'), 0n, 'indexes are outside the hash');
-  t.ok(isHashed('rec/0000000000000001') && isHashed('obl/p/o') && !isHashed('due/x') && !isHashed('txn/p/txn_1'));
+  t.ok(isHashed('rec/0000000000000001') && isHashed('obl/000000000001/p/o') && !isHashed('oid/p/o') && !isHashed('due/x') && !isHashed('txn/p/txn_1'));
 });
 
 t.test('the set hash is independent of the order records were written in', async (t) => {
@@ -100,7 +100,7 @@ t.test('reads name what an intent reads in rounds, and nothing once it is loaded
   const second = reads(view, op);
   t.same(second.keys.sort(), [
     `${TABLES.account.prefix}acc_books_a`, `${TABLES.account.prefix}acc_cash_a`,
-    `${TABLES.obligation.prefix}${PARTY_A}/obl_x`, `${TABLES.owed.prefix}${PARTY_A}`, `${TABLES.policy.prefix}pol_1`,
+    `${TABLES.obligationTick.prefix}${PARTY_A}/obl_x`, `${TABLES.owed.prefix}${PARTY_A}`, `${TABLES.policy.prefix}pol_1`,
     `${TABLES.transaction.prefix}${PARTY_A}/txn_r`,
   ], 'the party names its records, and the active policy (read in the first round) names the policy');
   h.store.load(view, second);

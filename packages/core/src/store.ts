@@ -46,11 +46,17 @@ export const TABLES = {
    * down its levels instead of merging them again and again with older ones.
    */
   recorded: { prefix: 'rec/', hashed: true },
-  /** obligations, by `<party>/<obligation id>`. */
+  /**
+   * obligations by the tick that created them: `<created tick, 12 hex>/<party>/<id>`.
+   * Like recorded intents, new ones sort after the old, so compactions move them down
+   * LevelDB's levels rather than merge them with older ones.
+   */
   obligation: { prefix: 'obl/', hashed: true },
+  /** where each party's obligation is: `<party>/<obligation id>` -> the tick that created it. */
+  obligationTick: { prefix: 'oid/', hashed: false },
   /** what each party owes now: a short summary per obligation, by party. */
   owed: { prefix: 'owed/', hashed: false },
-  /** open obligations by deadline: `<deadline tick, 12 hex>/<party>/<id>`, empty values. */
+  /** open obligations by deadline: `<deadline tick, 12 hex>/<created tick, 12 hex>/<party>/<id>`, empty values. */
   due: { prefix: 'due/', hashed: false },
   /**
    * where each party's transaction was recorded: `<party>/<transaction>` -> its log index

@@ -15,7 +15,7 @@ import t from 'tap';
 import { canonicalJson, MemoryStore, TABLES, type Operation } from '@apl/core';
 import { AGENT_A, AGENT_B, EVIDENCE, Harness, intent, OPERATOR } from '@apl/core/testing';
 import { applyBatch } from './apply-batch.js';
-import { LedgerStore, type SnapshotChunk } from './ledger-store.js';
+import { LedgerStore, STORE_LAYOUT, type SnapshotChunk } from './ledger-store.js';
 
 const BUNDLE = {
   rules: [
@@ -259,7 +259,7 @@ t.test('a store of another layout is refused when received and when opened, and 
   // The same store as another version would stream it: its position says layout 1.
   const older = (async function* () {
     for await (const c of chunks) {
-      const data = Buffer.from(Buffer.from(c.data).toString('latin1').replace(',"layout":2', ',"layout":1'), 'latin1');
+      const data = Buffer.from(Buffer.from(c.data).toString('latin1').replace(`,"layout":${STORE_LAYOUT}`, ',"layout":1'), 'latin1');
       yield { seq: c.seq, data, digest: createHash('sha256').update(data).digest('hex') };
     }
   })();
@@ -277,7 +277,7 @@ t.test('a store of another layout is refused when received and when opened, and 
   const positionOnDisk = async () => JSON.parse((await withRawDb(dir, (db) => db.get('chain/meta')))!) as Record<string, unknown>;
   const { layout: _layout, ...unnumbered } = await positionOnDisk();
   await withRawDb(dir, (db) => db.put('chain/meta', JSON.stringify(unnumbered)));
-  await t.rejects(LedgerStore.open(dir, { cacheEntriesMax: 10 }), /layout 1, and this version reads layout 2/);
+  await t.rejects(LedgerStore.open(dir, { cacheEntriesMax: 10 }), new RegExp(`layout 1, and this version reads layout ${STORE_LAYOUT}`));
   t.equal((await positionOnDisk()).applied, position.applied, 'the store is untouched');
 });
 

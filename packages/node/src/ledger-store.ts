@@ -61,12 +61,14 @@ export type WrapDb = (db: LevelDb) => LevelDb;
 
 const META_KEY = 'chain/meta';
 /**
- * How records are keyed and encoded, written in the position record. Layout 2 keys
- * recorded intents by log index (`rec/`) with a `txn/` index beside them; layout 1
- * (no number) keyed them by `<party>/<transaction>`. A store of another layout is
- * refused when opened or received, never read as if it were this one.
+ * How records are keyed and encoded, written in the position record. Layout 3 keys
+ * obligations by the tick that created them (`obl/`) with an `oid/` index beside them;
+ * layout 2 keyed them by `<party>/<id>`, and keyed recorded intents by log index
+ * (`rec/`) with a `txn/` index, as layout 3 does; layout 1 (no number) keyed recorded
+ * intents by `<party>/<transaction>`. A store of another layout is refused when opened
+ * or received, never read as if it were this one.
  */
-export const STORE_LAYOUT = 2;
+export const STORE_LAYOUT = 3;
 const JOURNAL_PREFIX = 'jrnl/';
 const CHUNK_BYTES = 1 << 20;
 /** LevelDB's memtable size unless configured (`store.write_buffer_bytes`); LevelDB's own default is 4 MiB. */

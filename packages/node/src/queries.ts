@@ -5,7 +5,7 @@
  * and says where to continue.
  */
 import {
-  recordedKey, scoped, TABLES,
+  obligationKey, recordedKey, scoped, TABLES,
   type Obligation, type OwedEntry, type Party, type Policy, type TransactionRecord, type TrustRoot, type Account, type Usage,
 } from '@apl/core';
 import type { LedgerStore } from './ledger-store.js';
@@ -77,19 +77,38 @@ export class Queries {
    * or all, in id order, a page at a time.
    */
   async obligations(party: string, which: ObligationFilter, page: { after?: string | undefined; limit: number }): Promise<Page<Obligation>> {
-    const prefix = `${TABLES.obligation.prefix}${party}/`;
     if (which === 'owed') {
       const owed = (await this.store.get<OwedEntry[]>(TABLES.owed.prefix + party)) ?? [];
-      const all = await Promise.all(owed.map((e) => this.store.get<Obligation>(prefix + e.id)));
+      const all = await Promise.all(owed.map((e) => this.obligation(party, e.id)));
       const sorted = all.filter((o): o is Obligation => o !== undefined)
         .sort((a, b) => a.deadline_tick - b.deadline_tick || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       return { items: sorted, next: null };
     }
-    const r = await this.store.page<Obligation>(prefix, {
-      after: page.after === undefined ? undefined : prefix + page.after, limit: page.limit, scanMax: PAGE_SCAN_MAX,
-      ...(which === 'all' ? {} : { keep: (o: Obligation) => o.state === which }),
-    });
-    return { items: r.items.map(([, o]) => o), next: r.next === null ? null : r.next.slice(prefix.length) };
+    // A page of the party's id index, each followed to the obligation, until `limit` are
+    // kept or PAGE_SCAN_MAX have been read.
+    const index = `${TABLES.obligationTick.prefix}${party}/`;
+    const items: Obligation[] = [];
+    let after = page.after === undefined ? undefined : index + page.after;
+    let read = 0;
+    for (;;) {
+      const chunk = await this.store.page<number>(index, { after, limit: Math.min(page.limit, PAGE_SCAN_MAX - read) });
+      const found = await Promise.all(chunk.items.map(([key, tick]) => this.store.get<Obligation>(obligationKey(tick, party, key.slice(index.length)))));
+      for (const [k, [key]] of chunk.items.entries()) {
+        read++;
+        after = key;
+        const o = found[k];
+        if (o !== undefined && (which === 'all' || o.state === which)) items.push(o);
+        const more = k < chunk.items.length - 1 || chunk.next !== null;
+        if (items.length === page.limit || read === PAGE_SCAN_MAX) return { items, next: more ? key.slice(index.length) : null };
+      }
+      if (chunk.next === null) return { items, next: null };
+    }
+  }
+
+  /** A party's obligation: where its id index says it is stored. */
+  async obligation(party: string, id: string): Promise<Obligation | undefined> {
+    const tick = await this.store.get<number>(TABLES.obligationTick.prefix + scoped(party, id));
+    return tick === undefined ? undefined : this.store.get<Obligation>(obligationKey(tick, party, id));
   }
 
   /** A page of a table's records in id order; the cursor is an id. */

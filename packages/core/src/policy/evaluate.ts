@@ -17,7 +17,7 @@
  * most conditions, then the smaller id by bytes (the compiled bundle's order).
  */
 import { matchesPattern } from '../patterns.js';
-import { scoped, type Obligation, type OwedEntry, type Policy, type State, type Verdict } from '../state.js';
+import type { Obligation, OwedEntry, Policy, State, Verdict } from '../state.js';
 import { compareBytes, DEFAULT_DENY, UNKNOWN_OBLIGATION, type CompiledCondition, type CompiledRule } from './bundle.js';
 import { owedBy } from '../obligations.js';
 import { describeFailed, describeHeld, evaluate, type Facts } from './conditions.js';
@@ -140,7 +140,7 @@ function prohibitionBasis(rule: CompiledRule, held: string[]): string {
 
 function judgeDischarge(state: State, facts: Facts, id: string): Omit<Judgement, 'prohibitions_checked'> {
   // Obligations are kept per party: another party's is not even looked at.
-  const o = state.obligations.get(scoped(facts.party, id));
+  const o = state.obligation(facts.party, id);
   const unmet = (winning_rule: string, basis: string) => ({ verdict: 'ObligationUnmetRejected' as const, winning_rule, basis });
   if (!o) {
     // The same words whether the obligation does not exist or is another party's.
