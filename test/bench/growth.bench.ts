@@ -81,6 +81,7 @@ try {
       storeFlushedBytes: store.flushed - storeBefore.flushed, storeCompactedBytes: store.compacted - storeBefore.compacted,
       fsyncs: {
         all: gauges.fsyncs.all - fsyncsBefore.all,
+        over25ms: gauges.fsyncs.over25ms - fsyncsBefore.over25ms,
         over100ms: gauges.fsyncs.over100ms - fsyncsBefore.over100ms,
         over250ms: gauges.fsyncs.over250ms - fsyncsBefore.over250ms,
       },

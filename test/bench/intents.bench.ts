@@ -14,7 +14,7 @@
  * server's CPU time per request (all its threads, and its JavaScript thread alone,
  * from /proc), the load generator's own CPU time per request (it shares the machine),
  * and the throughput as a fraction of the disk's synced-write rate, measured first in
- * a separate process in the node's data directory. The table goes to stdout and, with
+ * a separate process in the node's data directory, with the latency of one such write. The table goes to stdout and, with
  * the figures as JSON, to `<out>/intents-<label>.{md,json}`.
  *
  * Then, unless --no-half-peak, the same node at half the peak throughput of the matrix,
@@ -30,7 +30,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { syncedWriteRate } from './support/fsync.js';
+import { syncedWrites, type SyncedWrites } from './support/fsync.js';
 import { runLoad, runOpenLoop, type LoadStats } from './support/load.js';
 import { printSummary, summarize } from './support/profile.js';
 import { newestProfile, startBenchServer } from './support/server.js';
@@ -65,17 +65,18 @@ const print = (line: string) => {
   lines.push(line);
   console.log(line);
 };
-let fsyncPerSecond = NaN;
-let halfPeak: (LoadStats & { requestsPerSecond: number; peakIntentsPerSecond: number }) | null = null;
+let disk: SyncedWrites | null = null;
+let halfPeak: (LoadStats & { requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: { all: number; over25ms: number; over100ms: number } }) | null = null;
 try {
   const runId = `b${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload(server.admin, Number(a.parties), runId);
   const mix = new Mix(fixtures, runId);
   const load = (concurrency: number, durationMs: number) => runLoad({ urls: [server.proc.agentUrl], ca: server.ca, concurrency, durationMs, mix });
   await load(16, 3000); // warm-up: JIT, caches, connections
-  fsyncPerSecond = syncedWriteRate(server.dataDir);
+  disk = syncedWrites(server.dataDir);
+  const fsyncPerSecond = disk.perSecond;
   print(`server on Node.js ${version}; load generator on ${process.version}; ${fixtures.agents.length} agents; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
-  print(`disk: ${Math.round(fsyncPerSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the data directory)`);
+  print(`disk: ${Math.round(fsyncPerSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the data directory), each p50 ${disk.p50Ms.toFixed(2)} ms, p99 ${disk.p99Ms.toFixed(1)} ms, max ${disk.maxMs.toFixed(0)} ms`);
   print('');
   print('| in flight | intents/s | p50 | p99 | max | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents per fsync |');
   print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
@@ -95,13 +96,17 @@ try {
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
     const requestsPerSecond = peak.requests / peak.seconds / 2;
+    const before = (await server.gauges()).fsyncs;
     const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 64 });
-    halfPeak = { ...s, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond };
+    const after = (await server.gauges()).fsyncs;
+    const fsyncs = { all: after.all - before.all, over25ms: after.over25ms - before.over25ms, over100ms: after.over100ms - before.over100ms };
+    halfPeak = { ...s, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs };
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print('');
     print(`half of peak (${Math.round(peak.intentsPerSecond).toLocaleString('en-US')} intents/s at ${peak.concurrency} in flight), open loop at ${Math.round(requestsPerSecond).toLocaleString('en-US')} requests/s: `
       + `${Math.round(s.intentsPerSecond).toLocaleString('en-US')} intents/s, p50 ${s.p50.toFixed(1)} ms, p99 ${s.p99.toFixed(1)} ms, max ${s.max.toFixed(0)} ms, read p99 ${s.readP99.toFixed(1)} ms (${answers}); `
       + `p99 target ${HALF_PEAK_P99_MS} ms: ${s.p99 <= HALF_PEAK_P99_MS ? 'met' : 'MISSED'}`);
+    print(`  the Raft log's synced writes meanwhile: ${fsyncs.all.toLocaleString('en-US')}, of which ${fsyncs.over25ms} took over 25 ms and ${fsyncs.over100ms} over 100 ms`);
   }
 } finally {
   await server.stop();
@@ -111,7 +116,7 @@ if (profileDir !== undefined) {
     'JSON parser (parseJson)': (fn, url) => fn === 'parseJson' && url.includes('/core/'),
   }), print);
 }
-const report = { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond, seconds: Number(a.seconds), rows, halfPeak };
+const report = { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond: disk?.perSecond ?? NaN, disk, seconds: Number(a.seconds), rows, halfPeak };
 const out = resolve(a.out);
 mkdirSync(out, { recursive: true });
 writeFileSync(join(out, `intents-${a.label}.json`), `${JSON.stringify(report, null, 2)}\n`);

@@ -27,7 +27,7 @@ export interface BenchServer {
   threadCpuSeconds(): ThreadCpu;
   /**
    * from the server's own metrics: V8 heap used, in bytes, and how many synced writes
-   * of the Raft log it has made, in all and above 100 and 250 ms.
+   * of the Raft log it has made, in all and above 25, 100 and 250 ms.
    */
   gauges(): Promise<Gauges>;
   /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
@@ -36,7 +36,7 @@ export interface BenchServer {
 
 export interface Gauges {
   heapBytes: number;
-  fsyncs: { all: number; over100ms: number; over250ms: number };
+  fsyncs: { all: number; over25ms: number; over100ms: number; over250ms: number };
 }
 
 /** The gauges from a Prometheus text exposition; NaN where a metric is absent. */
@@ -47,7 +47,7 @@ export function parseGauges(text: string): Gauges {
   };
   const bucket = (le: string) => value(`apl_log_fsync_duration_seconds_bucket\\{le="${le}"\\}`);
   const all = value('apl_log_fsync_duration_seconds_count');
-  return { heapBytes: value('nodejs_heap_size_used_bytes'), fsyncs: { all, over100ms: all - bucket('0.1'), over250ms: all - bucket('0.25') } };
+  return { heapBytes: value('nodejs_heap_size_used_bytes'), fsyncs: { all, over25ms: all - bucket('0.025'), over100ms: all - bucket('0.1'), over250ms: all - bucket('0.25') } };
 }
 
 export interface ServerOptions {
