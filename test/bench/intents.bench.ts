@@ -33,7 +33,7 @@ import { parseArgs } from 'node:util';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
 import { runLoad, runOpenLoop, type LoadStats } from './support/load.js';
 import { printSummary, summarize } from './support/profile.js';
-import { newestProfile, startBenchServer } from './support/server.js';
+import { newestProfile, startBenchServer, storeBackgroundWrites } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -66,7 +66,7 @@ const print = (line: string) => {
   console.log(line);
 };
 let disk: SyncedWrites | null = null;
-let halfPeak: (LoadStats & { requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: { all: number; over25ms: number; over100ms: number } }) | null = null;
+let halfPeak: (LoadStats & { requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: { all: number; over25ms: number; over100ms: number }; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
 try {
   const runId = `b${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload(server.admin, Number(a.parties), runId);
@@ -96,17 +96,24 @@ try {
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
     const requestsPerSecond = peak.requests / peak.seconds / 2;
-    const before = (await server.gauges()).fsyncs;
+    const { fsyncs: before, over25ms: slowBefore, gc: gcBefore } = await server.gauges(); // also starts the event loop's delay afresh
+    const waitsBefore = storeBackgroundWrites(server.dataDir).writeWaits;
     const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 64 });
-    const after = (await server.gauges()).fsyncs;
+    const { fsyncs: after, loopDelay, over25ms: slowAfter, gc: gcAfter } = await server.gauges();
+    const gc = Object.fromEntries(Object.entries(gcAfter).map(([k, v]) => [k, { all: v.all - (gcBefore[k]?.all ?? 0), over: v.over - (gcBefore[k]?.over ?? 0) }]));
+    const slow = Object.fromEntries(Object.entries(slowAfter).map(([k, v]) => [k, { all: v.all - slowBefore[k as keyof typeof slowBefore].all, over: v.over - slowBefore[k as keyof typeof slowBefore].over }]));
     const fsyncs = { all: after.all - before.all, over25ms: after.over25ms - before.over25ms, over100ms: after.over100ms - before.over100ms };
-    halfPeak = { ...s, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs };
+    const storeWriteWaits = storeBackgroundWrites(server.dataDir).writeWaits - waitsBefore;
+    halfPeak = { ...s, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs, loopDelay, storeWriteWaits, over25ms: slow, gc };
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print('');
     print(`half of peak (${Math.round(peak.intentsPerSecond).toLocaleString('en-US')} intents/s at ${peak.concurrency} in flight), open loop at ${Math.round(requestsPerSecond).toLocaleString('en-US')} requests/s: `
       + `${Math.round(s.intentsPerSecond).toLocaleString('en-US')} intents/s, p50 ${s.p50.toFixed(1)} ms, p99 ${s.p99.toFixed(1)} ms, max ${s.max.toFixed(0)} ms, read p99 ${s.readP99.toFixed(1)} ms (${answers}); `
       + `p99 target ${HALF_PEAK_P99_MS} ms: ${s.p99 <= HALF_PEAK_P99_MS ? 'met' : 'MISSED'}`);
-    print(`  the Raft log's synced writes meanwhile: ${fsyncs.all.toLocaleString('en-US')}, of which ${fsyncs.over25ms} took over 25 ms and ${fsyncs.over100ms} over 100 ms`);
+    print(`  meanwhile in the node: ${fsyncs.all.toLocaleString('en-US')} synced writes of the Raft log, ${fsyncs.over25ms} over 25 ms and ${fsyncs.over100ms} over 100 ms; `
+      + `event-loop delay p99 ${loopDelay.p99Ms.toFixed(1)} ms, max ${loopDelay.maxMs.toFixed(0)} ms; ${storeWriteWaits} state-store writes waited for LevelDB's background work`);
+    print(`  over 25 ms, as the node timed them: ${Object.entries(slow).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
+    print(`  garbage collections over 10 ms: ${Object.entries(gc).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
   }
 } finally {
   await server.stop();

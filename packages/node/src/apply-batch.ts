@@ -29,11 +29,14 @@ export async function applyBatch(store: LedgerStore, entries: readonly BatchEntr
  * applied before). The reads are loaded first; the operations are applied only once
  * `durable` has settled (the Raft log write their entries wait for, if any).
  */
-export async function startBatch(store: LedgerStore, entries: readonly BatchEntry[], durable?: Promise<void>): Promise<{ results: (Applied | null)[]; landed: Promise<void> }> {
-  if (entries.length === 0) return { results: [], landed: Promise.resolve() };
+export async function startBatch(store: LedgerStore, entries: readonly BatchEntry[], durable?: Promise<void>): Promise<{ results: (Applied | null)[]; landed: Promise<void>; seconds: BatchSeconds }> {
+  if (entries.length === 0) return { results: [], landed: Promise.resolve(), seconds: { prefetch: 0, apply: 0 } };
   const view = store.view();
+  const started = performance.now();
   await store.prefetch(view, entries.flatMap((e) => (e.op === null ? [] : [e.op.op])));
+  const prefetched = performance.now();
   await durable;
+  const applying = performance.now();
   const journal: JournalRecord[] = [];
   const results: (Applied | null)[] = [];
   for (const e of entries) {
@@ -49,5 +52,11 @@ export async function startBatch(store: LedgerStore, entries: readonly BatchEntr
     results.push(a);
   }
   const landed = store.commit(view.commit(), journal, entries[entries.length - 1]!.term);
-  return { results, landed };
+  return { results, landed, seconds: { prefetch: (prefetched - started) / 1000, apply: (performance.now() - applying) / 1000 } };
+}
+
+/** How long a batch took to load its reads, and to apply (the later reads of `ensure` included) and encode. */
+export interface BatchSeconds {
+  prefetch: number;
+  apply: number;
 }

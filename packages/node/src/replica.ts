@@ -537,6 +537,7 @@ export class Replica {
 
   private async pump(): Promise<void> {
     while (this.raft.hasReady() && !this.failed) {
+      const started = performance.now();
       const rd = this.raft.ready();
       if (rd.snapshot) await this.swapInStore(rd.snapshot.meta.index);
       // Committed entries that earlier Readies persisted are durable already: their
@@ -557,6 +558,7 @@ export class Replica {
       this.serveReads();
       this.observe();
       await this.maybeCompact();
+      this.opts.metrics.readyDuration.observe((performance.now() - started) / 1000);
     }
   }
 
@@ -601,7 +603,12 @@ export class Replica {
   private async applyEntries(entries: Entry[], durable?: Promise<void>): Promise<void> {
     const fresh = entries.filter((e) => e.index > this.store.position.applied);
     const batch = fresh.map((e) => ({ index: e.index, term: e.term, op: this.decode(e) }));
-    const { results, landed } = await startBatch(this.store, batch, durable);
+    const { results, landed, seconds } = await startBatch(this.store, batch, durable);
+    const handed = performance.now();
+    if (batch.length > 0) {
+      this.opts.metrics.applyStage.observe({ stage: 'prefetch' }, seconds.prefetch);
+      this.opts.metrics.applyStage.observe({ stage: 'apply' }, seconds.apply);
+    }
     results.forEach((a, k) => {
       if (a === null) return;
       this.opts.metrics.entriesApplied.inc();
@@ -610,6 +617,7 @@ export class Replica {
     if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
     fresh.forEach((e, k) => this.remember(e, results[k] ?? null));
     landed.then(() => {
+      if (batch.length > 0) this.opts.metrics.applyStage.observe({ stage: 'store_write' }, (performance.now() - handed) / 1000);
       fresh.forEach((e, k) => (e.type === 'conf' ? this.settleConf(e) : this.settle(e, results[k] ?? null)));
       if (fresh.length > 0) {
         this.landedIndex = fresh[fresh.length - 1]!.index;

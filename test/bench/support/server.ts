@@ -27,7 +27,7 @@ export interface BenchServer {
   threadCpuSeconds(): ThreadCpu;
   /**
    * from the server's own metrics: V8 heap used, in bytes, and how many synced writes
-   * of the Raft log it has made, in all and above 25, 100 and 250 ms.
+   * of the Raft log it has made, in all and above 25, 100 and 250 ms; the event loop's delay.
    */
   gauges(): Promise<Gauges>;
   /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
@@ -37,6 +37,15 @@ export interface BenchServer {
 export interface Gauges {
   heapBytes: number;
   fsyncs: { all: number; over25ms: number; over100ms: number; over250ms: number };
+  /** the event loop's delay since the metrics were last read (prom-client resets it on each read), in ms. */
+  loopDelay: { p99Ms: number; maxMs: number };
+  /**
+   * from the node's histograms, how many took over 25 ms, of: intents as the server
+   * timed them, Raft Readies, and the apply stages of a batch (prefetch, apply, store_write).
+   */
+  over25ms: Record<'intent' | 'ready' | 'prefetch' | 'apply' | 'store_write', { all: number; over: number }>;
+  /** garbage collections by kind (minor, major, incremental, weakcb): how many, and how many took over 10 ms. */
+  gc: Record<string, { all: number; over: number }>;
 }
 
 /** The gauges from a Prometheus text exposition; NaN where a metric is absent. */
@@ -47,7 +56,34 @@ export function parseGauges(text: string): Gauges {
   };
   const bucket = (le: string) => value(`apl_log_fsync_duration_seconds_bucket\\{le="${le}"\\}`);
   const all = value('apl_log_fsync_duration_seconds_count');
-  return { heapBytes: value('nodejs_heap_size_used_bytes'), fsyncs: { all, over25ms: all - bucket('0.025'), over100ms: all - bucket('0.1'), over250ms: all - bucket('0.25') } };
+  // A sample of a metric with these labels, in whatever order the exposition writes them.
+  const sample = (metric: string, labels: string[]) => {
+    for (const line of text.split('\n')) {
+      const name = line.slice(0, line.search(/[{ ]/));
+      if (name === metric && labels.every((l) => line.includes(l))) return Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+    return NaN;
+  };
+  const over = (histogram: string, labels: string[]) => {
+    const all = sample(`${histogram}_count`, labels);
+    return { all, over: all - sample(`${histogram}_bucket`, [...labels, 'le="0.025"']) };
+  };
+  const stage = (name: string) => over('apl_apply_stage_duration_seconds', [`stage="${name}"`]);
+  const gcOver10ms = (kind: string) => {
+    const all = sample('nodejs_gc_duration_seconds_count', [`kind="${kind}"`]);
+    return { all, over: all - sample('nodejs_gc_duration_seconds_bucket', [`kind="${kind}"`, 'le="0.01"']) };
+  };
+  return {
+    gc: Object.fromEntries(['minor', 'major', 'incremental', 'weakcb'].map((k) => [k, gcOver10ms(k)])),
+    over25ms: {
+      intent: over('apl_http_request_duration_seconds', ['plane="agent"', 'route="/api/v1/intents"']),
+      ready: over('apl_raft_ready_duration_seconds', []),
+      prefetch: stage('prefetch'), apply: stage('apply'), store_write: stage('store_write'),
+    },
+    heapBytes: value('nodejs_heap_size_used_bytes'),
+    fsyncs: { all, over25ms: all - bucket('0.025'), over100ms: all - bucket('0.1'), over250ms: all - bucket('0.25') },
+    loopDelay: { p99Ms: value('nodejs_eventloop_lag_p99_seconds') * 1000, maxMs: value('nodejs_eventloop_lag_max_seconds') * 1000 },
+  };
 }
 
 export interface ServerOptions {
@@ -150,22 +186,25 @@ export function threadCpuSeconds(pid: number): ThreadCpu {
 /**
  * What LevelDB has written in the background for the state store of a data directory,
  * in bytes, read from its info log (`LOG`): memtables flushed to level 0, and the
- * output of its compactions. The log starts again when the store is opened. NaN for a
- * build without a state store.
+ * output of its compactions; and how many times a write waited for the background
+ * (a full memtable still being flushed, or too many level-0 files). The log starts
+ * again when the store is opened. NaN for a build without a state store.
  */
-export function storeBackgroundWrites(dataDir: string): { flushed: number; compacted: number } {
+export function storeBackgroundWrites(dataDir: string): { flushed: number; compacted: number; writeWaits: number } {
   const dir = join(dataDir, 'ledger');
-  if (!existsSync(join(dir, 'CURRENT'))) return { flushed: NaN, compacted: NaN };
+  if (!existsSync(join(dir, 'CURRENT'))) return { flushed: NaN, compacted: NaN, writeWaits: NaN };
   const log = join(dir, readFileSync(join(dir, 'CURRENT'), 'utf8').trim(), 'LOG');
   let flushed = 0;
   let compacted = 0;
+  let writeWaits = 0;
   for (const line of readFileSync(log, 'utf8').split('\n')) {
     const f = /Level-0 table #\d+: (\d+) bytes OK/.exec(line);
     if (f) flushed += Number(f[1]);
     const c = /Compacted .* => (\d+) bytes/.exec(line);
     if (c) compacted += Number(c[1]);
+    if (/waiting\.\.\./.test(line)) writeWaits++;
   }
-  return { flushed, compacted };
+  return { flushed, compacted, writeWaits };
 }
 
 /** The newest CPU profile a server wrote into `dir`. */
