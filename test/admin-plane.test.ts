@@ -460,6 +460,11 @@ t.test('GET /metrics: Prometheus text with the intents counter', async (t) => {
   t.ok(permitted && Number(permitted[1]) >= 5, 'the Permitted intents of this file are counted');
   t.match(r.text, /^apl_http_requests_total\{plane="admin",route="\/admin\/v1\/parties",status="201"\} \d+$/m);
   t.match(r.text, /^apl_raft_is_leader 1$/m);
+  const count = (pattern: string) => Number(new RegExp(`^${pattern} (\\d+)$`, 'm').exec(r.text)?.[1] ?? 0);
+  for (const stage of ['prefetch', 'apply', 'store_write']) {
+    t.ok(count(`apl_apply_stage_duration_seconds_count\\{stage="${stage}"\\}`) >= 5, `each batch's ${stage} is timed`);
+  }
+  t.ok(count('apl_raft_ready_duration_seconds_count') >= 5, 'each Ready is timed');
   t.notMatch(r.text, new RegExp(TOKENS.operator), 'no token in the metrics');
 });
 
