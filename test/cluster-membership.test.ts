@@ -23,12 +23,14 @@ t.setTimeout(240_000);
 /** The longest the writes may stop: the failover bound of docs/cluster.md. */
 const WRITE_GAP_MS_MAX = 3_000;
 /**
- * A log compacted every 40 entries, so that a member added later must catch up by the
- * streamed store; the 200-entry tail (with the hold while a store is installed, five
- * intervals) covers the entries written during one install on a quiet machine, where a
- * tail of 10 let a learner chase the compaction point from store to store.
+ * A log compacted every 100 entries, so that a member added later must catch up by the
+ * streamed store. The hold while a store is installed (five intervals, 500 entries)
+ * and the 200-entry tail cover the entries written during one install under this
+ * test's load on a busy machine. With a tail of 10 a learner chased the compaction
+ * point from store to store; with an interval of 40 (a 200-entry hold) it did too,
+ * once the primary stopped syncing its store inside the driver's loop and wrote faster.
  */
-const SMALL_LOG = { APL_SNAPSHOT_INTERVAL_ENTRIES: '40', APL_SNAPSHOT_CATCHUP_ENTRIES: '200' };
+const SMALL_LOG = { APL_SNAPSHOT_INTERVAL_ENTRIES: '100', APL_SNAPSHOT_CATCHUP_ENTRIES: '200' };
 
 interface Load {
   /** the members intents are sent to; the test changes it as members come and go. */

@@ -314,10 +314,17 @@ export class LedgerStore {
     );
   }
 
-  /** Makes everything written so far durable (an fsync of the store's log). */
-  async sync(): Promise<void> {
-    await this.landing;
-    await this.db.batch([{ type: 'put', key: META_KEY, value: positionText(this.pos) }], { sync: true });
+  /**
+   * Makes everything written so far durable (an fsync of the store's log). It queues
+   * behind the batches handed to LevelDB, and later ones (and `landed`, `install` and
+   * `close`) queue behind it.
+   */
+  sync(): Promise<void> {
+    const db = this.db;
+    const pos = positionText(this.pos);
+    const run = this.landing.then(() => db.batch([{ type: 'put', key: META_KEY, value: pos }], { sync: true }));
+    this.landing = run;
+    return run;
   }
 
   // ------------------------------------------------------------ reads for the planes

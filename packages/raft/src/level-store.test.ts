@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Level } from 'level';
 import t from 'tap';
-import { LevelLogStore, entryKey } from './level-store.js';
+import { DELETES_PER_WRITE, LevelLogStore, entryKey } from './level-store.js';
 import { RawNode } from './rawnode.js';
 import { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 import { bytes, config, ents, text } from './testing.js';
@@ -143,6 +143,42 @@ t.test('LevelLogStore: everything survives close and reopen', async (t) => {
   await s.save(batch({ entries: ents([5], 5) }));
   t.same((await s.load()).entries.map((e) => [e.index, e.term]), [[4, 4], [5, 5]]);
   await s.close();
+});
+
+t.test('LevelLogStore: a large compaction deletes what it covers a bounded number per write, and the log loads right at every step', async (t) => {
+  const dir = await tempDir(t);
+  const total = 3 * DELETES_PER_WRITE;
+  const onDisk = async () => {
+    const raw = new Level<Uint8Array, Uint8Array>(dir, { keyEncoding: 'view', valueEncoding: 'view' });
+    await raw.open();
+    const keys = await raw.keys({ gte: entryKey(0), lte: entryKey(Number.MAX_SAFE_INTEGER) }).all();
+    await raw.close();
+    return keys.length;
+  };
+  let s = await LevelLogStore.open(dir);
+  await s.save(batch({ hardState: hs(1, 'a', total), entries: ents(Array.from({ length: total }, () => 1)) }));
+  const index = total - 10;
+  await s.saveSnapshot(snapshot(index, 1));
+  let b = await s.load();
+  t.same(b.entries.map((e) => e.index), Array.from({ length: 10 }, (_, k) => index + 1 + k), 'the log is what follows the snapshot at once');
+  await s.close();
+  t.equal(await onDisk(), total - DELETES_PER_WRITE, 'the compaction deleted one bound of covered entries');
+
+  // Reopened with covered entries still on disk: they are not loaded, and later writes delete them.
+  s = await LevelLogStore.open(dir);
+  b = await s.load();
+  t.equal(b.entries[0]?.index, index + 1);
+  t.equal(b.entries.length, 10);
+  await s.save(batch({ hardState: hs(1, 'a', total + 1), entries: ents([1], total + 1) }));
+  await s.close();
+  t.equal(await onDisk(), total + 1 - 2 * DELETES_PER_WRITE, 'the next write deleted one bound more');
+
+  s = await LevelLogStore.open(dir);
+  for (let k = 2; k <= 4; k++) await s.save(batch({ hardState: hs(1, 'a', total + k), entries: ents([1], total + k) }));
+  b = await s.load();
+  t.same(b.entries.map((e) => e.index), Array.from({ length: 14 }, (_, k) => index + 1 + k));
+  await s.close();
+  t.equal(await onDisk(), 14, 'every covered entry is gone, and only those');
 });
 
 t.test('LevelLogStore: a snapshot written before membership changes loads its members as the voters', async (t) => {

@@ -14,6 +14,13 @@
 //
 // Every write is one `db.batch`, so a crash leaves either all of it or none. Writes are
 // queued so that they reach LevelDB in call order even if a caller does not wait.
+//
+// A compaction (saveSnapshot) writes the snapshot at once, and deletes the entries it
+// covers at most DELETES_PER_WRITE per write, in that write and the ones after it: the
+// deletes of a compaction of tens of thousands of entries in one batch would hold the
+// write of the next Ready (and LevelDB's batch copy holds the event loop) for tens of
+// milliseconds. Until they are all gone, entries at or below the snapshot stay on disk;
+// load() reads the log from the snapshot on and never sees them.
 import { Level } from 'level';
 import { EMPTY_HARD_STATE } from './entry.js';
 import type { Identity } from './identity.js';
@@ -34,8 +41,14 @@ export class LogStoreCorruptError extends Error {
   override name = 'LogStoreCorruptError';
 }
 
+/** the most entries covered by a compaction that one write deletes. */
+export const DELETES_PER_WRITE = 1024;
+
 export class LevelLogStore implements LogStore {
-  /** the stored log after the snapshot is [first, last]; empty when last < first. */
+  /**
+   * The entries on disk are [first, last]; the log is those after the snapshot,
+   * (offset, last]. Below offset + 1 are covered entries still to delete.
+   */
   private first = 1;
   private last = 0;
   private offset = 0;
@@ -64,7 +77,7 @@ export class LevelLogStore implements LogStore {
     }
     const offset = snapshot?.meta.index ?? 0;
     const entries: Entry[] = [];
-    for await (const [key, value] of this.db.iterator({ gte: entryKey(0), lte: entryKey(Number.MAX_SAFE_INTEGER) })) {
+    for await (const [key, value] of this.db.iterator({ gte: entryKey(offset + 1), lte: entryKey(Number.MAX_SAFE_INTEGER) })) {
       const e = decodeEntry(key, value);
       if (e.index !== offset + 1 + entries.length) {
         throw new LogStoreCorruptError(`stored log has a gap: found ${e.index}, expected ${offset + 1 + entries.length}`);
@@ -106,6 +119,7 @@ export class LevelLogStore implements LogStore {
     }
     if (rd.hardState !== null) ops.push({ type: 'put', key: KEY_HARD_STATE, value: encodeJson(rd.hardState) });
     if (ops.length === 0) return this.tail;
+    this.deleteCovered(ops);
     return this.enqueue(ops, rd.mustSync);
   }
 
@@ -113,11 +127,10 @@ export class LevelLogStore implements LogStore {
     const index = snapshot.meta.index;
     if (index <= this.offset) return this.tail;
     const ops: Op[] = [];
-    this.deleteEntries(ops, this.first, Math.min(index, this.last));
     this.putSnapshot(ops, snapshot);
     this.offset = index;
-    this.first = index + 1;
     this.last = Math.max(this.last, index);
+    this.deleteCovered(ops);
     return this.enqueue(ops, true);
   }
 
@@ -144,6 +157,14 @@ export class LevelLogStore implements LogStore {
     // A failed write fails its caller; the next write still runs after it.
     this.tail = run.catch(() => undefined);
     return run;
+  }
+
+  /** Adds to a write the deletes of up to DELETES_PER_WRITE entries a compaction covered. */
+  private deleteCovered(ops: Op[]): void {
+    const hi = Math.min(this.offset, this.first + DELETES_PER_WRITE - 1);
+    if (hi < this.first) return;
+    this.deleteEntries(ops, this.first, hi);
+    this.first = hi + 1;
   }
 
   private deleteEntries(ops: Op[], lo: number, hi: number): void {

@@ -21,8 +21,9 @@ export interface LogStore {
   save(rd: SaveBatch): Promise<void>;
   /**
    * saveSnapshot stores a compaction snapshot (its data, index, term and members: the
-   * applied index and the state at it) and deletes the entries it covers, atomically and
-   * synced. A snapshot not beyond the stored one is ignored.
+   * applied index and the state at it), synced; the entries it covers are never loaded
+   * again. A store may delete them later, a bounded number per write (LevelLogStore
+   * does). A snapshot not beyond the stored one is ignored.
    */
   saveSnapshot(snapshot: Snapshot): Promise<void>;
   /** identity is what bootstrap wrote, or null for a store never bootstrapped. */
