@@ -27,8 +27,8 @@ const WRITE_GAP_MS_MAX = 3_000;
  * streamed store. The hold while a store is installed (five intervals, 500 entries)
  * and the 200-entry tail cover the entries written during one install under this
  * test's load on a busy machine. With a tail of 10 a learner chased the compaction
- * point from store to store; with an interval of 40 (a 200-entry hold) it did too,
- * once the primary stopped syncing its store inside the driver's loop and wrote faster.
+ * point from store to store; with an interval of 40 (a 200-entry hold) it did too when
+ * the primary wrote faster.
  */
 const SMALL_LOG = { APL_SNAPSHOT_INTERVAL_ENTRIES: '100', APL_SNAPSHOT_CATCHUP_ENTRIES: '200' };
 

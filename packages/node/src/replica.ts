@@ -36,7 +36,7 @@ import { ConfigError } from './config.js';
 import { PROMOTE_LAG_ENTRIES_MAX, readRemoved, writeRemoved, type Removed } from './membership.js';
 import { ApiError } from './errors.js';
 import { startBatch } from './apply-batch.js';
-import { LedgerStore, type SnapshotChunk, type StorePosition, type WrapDb } from './ledger-store.js';
+import { LedgerStore, type SnapshotChunk, type WrapDb } from './ledger-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -156,10 +156,6 @@ export class Replica {
   private timers: NodeJS.Timeout[] = [];
   /** snapshotIndex is the index of the latest compaction. */
   private snapshotIndex: number;
-  /** the store's position as of its last completed sync: how far the log may be compacted. */
-  private durable: StorePosition | null = null;
-  /** the store sync under way in the background, if any. */
-  private syncing: Promise<void> | null = null;
 
   private constructor(
     private readonly opts: ReplicaOptions,
@@ -512,7 +508,6 @@ export class Replica {
     this.closed = true;
     this.stopClocks();
     while (this.pumping) await new Promise((r) => setTimeout(r, 5));
-    await this.syncing;
     await this.store.landed();
     this.failAll('The node shut down before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.');
     await this.log.close();
@@ -565,7 +560,6 @@ export class Replica {
       await this.maybeCompact();
       this.opts.metrics.readyDuration.observe((performance.now() - started) / 1000);
     }
-    if (!this.failed) await this.maybeCompact(); // a store sync that lands while no Ready waits kicks the pump for this
   }
 
   /**
@@ -747,21 +741,18 @@ export class Replica {
    * Compacts the Raft log once enough has been applied since the last compaction, and
    * only below what the store has made durable: a restart re-applies from the store's
    * index, so every entry after it must still be in the log. The store's sync runs in
-   * the background (maybeSync); the compaction itself is one small synced write of the
-   * Raft log, whose covered entries are deleted a bounded number per later write
-   * (LevelLogStore.saveSnapshot), so no Ready waits on either.
+   * the driver's loop: run beside it, it only moved the wait into the Raft log's own
+   * syncs on the same disk (docs/state-store.md). The compaction's write is small: the
+   * log deletes the entries it covers a bounded number per write (LevelLogStore).
    */
   private async maybeCompact(): Promise<void> {
-    const pos = this.durable;
-    const status = this.raft.status();
-    // The log keeps a tail of catch-up entries before the durable applied index. A store
+    const pos = this.store.position;
+    // The log keeps a tail of catch-up entries before the applied index. A store
     // received from the primary may be ahead of the snapshot Raft accepted with it, and
     // Raft compacts only what it has applied itself.
-    const index = pos === null ? 0 : Math.min(pos.applied - this.opts.snapshotCatchupEntries, status.applied);
-    if (pos === null || index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) {
-      this.maybeSync();
-      return;
-    }
+    const status = this.raft.status();
+    const index = Math.min(pos.applied - this.opts.snapshotCatchupEntries, status.applied);
+    if (index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) return;
     // While a live member installs the store, the log keeps the entries after the
     // snapshot it was sent: compacted past them, the member would need another store
     // when it is done, and under steady writes it might never catch up. The hold ends
@@ -769,39 +760,13 @@ export class Replica {
     // the log growing.
     const installing = Object.values(status.progress ?? {}).some((p) => p.state === 'snapshot' && p.recentActive);
     if (installing && index - this.snapshotIndex < SNAPSHOT_HOLD_INTERVALS * this.opts.snapshotIntervalEntries) return;
+    await this.store.sync();
     const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
     const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
     if (!snap) return;
     await this.log.saveSnapshot(snap);
     this.snapshotIndex = index;
     this.opts.log.info({ event: 'log_compacted', index, applied: pos.applied }, 'raft log compacted');
-  }
-
-  /**
-   * Starts a sync of the state store once the store has applied enough for the next
-   * compaction but is not yet known durable that far. It runs beside the driver's
-   * loop: a sync waits in LevelDB's write queue and holds the store's later writes
-   * while the disk flushes, but no Ready waits for it. When it lands, the position it
-   * made durable is recorded and the pump is kicked to compact.
-   */
-  private maybeSync(): void {
-    if (this.syncing !== null || this.closed || this.failed) return;
-    const due = (applied: number) => applied - this.opts.snapshotCatchupEntries - this.snapshotIndex >= this.opts.snapshotIntervalEntries;
-    const pos = this.store.position;
-    if (!due(pos.applied) || (this.durable !== null && due(this.durable.applied))) return;
-    // The sync lands after every batch handed to the store so far, this position's included.
-    this.syncing = this.store.sync().then(
-      () => {
-        // A store installed meanwhile is ahead of this position: it stays a safe bound.
-        if (this.durable === null || pos.applied > this.durable.applied) this.durable = pos;
-        this.syncing = null;
-        this.kick();
-      },
-      (err: Error) => {
-        this.syncing = null;
-        this.fail(err);
-      },
-    );
   }
 
   private fail(err: Error): void {
