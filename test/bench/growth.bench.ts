@@ -28,7 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Client, TOKENS } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
-import { startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
+import { fsyncsSince, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -79,12 +79,7 @@ try {
       ...w, recorded, rssBytes: server.rss(), heapBytes: gauges.heapBytes,
       cpuMsPerIntent: { main: perIntent(cpu.main, cpuBefore.main), v8: perIntent(cpu.v8, cpuBefore.v8), native: perIntent(cpu.native, cpuBefore.native) },
       storeFlushedBytes: store.flushed - storeBefore.flushed, storeCompactedBytes: store.compacted - storeBefore.compacted,
-      fsyncs: {
-        all: gauges.fsyncs.all - fsyncsBefore.all,
-        over25ms: gauges.fsyncs.over25ms - fsyncsBefore.over25ms,
-        over100ms: gauges.fsyncs.over100ms - fsyncsBefore.over100ms,
-        over250ms: gauges.fsyncs.over250ms - fsyncsBefore.over250ms,
-      },
+      fsyncs: fsyncsSince(fsyncsBefore, gauges.fsyncs),
     };
     cpuBefore = cpu;
     storeBefore = store;

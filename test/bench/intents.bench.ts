@@ -33,7 +33,7 @@ import { parseArgs } from 'node:util';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
 import { runLoad, runOpenLoop, type LoadStats } from './support/load.js';
 import { printSummary, summarize } from './support/profile.js';
-import { newestProfile, startBenchServer, storeBackgroundWrites } from './support/server.js';
+import { countsSince, fsyncsSince, newestProfile, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -66,7 +66,7 @@ const print = (line: string) => {
   console.log(line);
 };
 let disk: SyncedWrites | null = null;
-let halfPeak: (LoadStats & { requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: { all: number; over25ms: number; over100ms: number }; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
+let halfPeak: (LoadStats & { requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
 try {
   const runId = `b${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload(server.admin, Number(a.parties), runId);
@@ -100,9 +100,9 @@ try {
     const waitsBefore = storeBackgroundWrites(server.dataDir).writeWaits;
     const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 64 });
     const { fsyncs: after, loopDelay, over25ms: slowAfter, gc: gcAfter } = await server.gauges();
-    const gc = Object.fromEntries(Object.entries(gcAfter).map(([k, v]) => [k, { all: v.all - (gcBefore[k]?.all ?? 0), over: v.over - (gcBefore[k]?.over ?? 0) }]));
-    const slow = Object.fromEntries(Object.entries(slowAfter).map(([k, v]) => [k, { all: v.all - slowBefore[k as keyof typeof slowBefore].all, over: v.over - slowBefore[k as keyof typeof slowBefore].over }]));
-    const fsyncs = { all: after.all - before.all, over25ms: after.over25ms - before.over25ms, over100ms: after.over100ms - before.over100ms };
+    const gc = countsSince(gcBefore, gcAfter);
+    const slow = countsSince(slowBefore, slowAfter);
+    const fsyncs = fsyncsSince(before, after);
     const storeWriteWaits = storeBackgroundWrites(server.dataDir).writeWaits - waitsBefore;
     halfPeak = { ...s, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs, loopDelay, storeWriteWaits, over25ms: slow, gc };
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');

@@ -231,7 +231,7 @@ export class State {
   /** where each transaction was recorded: its log index, by `scoped(party, transaction id)`. */
   readonly transactions: Table<number>;
   /** the tick that created each obligation (where it is stored), by `scoped(party, obligation id)`. */
-  readonly obligationTicks: Table<number>;
+  private readonly obligationTicks: Table<number>;
   /** owed indexes, per party, what it still owes (open obligations, breached repair duties), in creation order. */
   readonly owed: Table<OwedEntry[]>;
 

@@ -44,46 +44,52 @@ export interface Gauges {
    * timed them, Raft Readies, and the apply stages of a batch (prefetch, apply, store_write).
    */
   over25ms: Record<'intent' | 'ready' | 'prefetch' | 'apply' | 'store_write', { all: number; over: number }>;
-  /** garbage collections by kind (minor, major, incremental, weakcb): how many, and how many took over 10 ms. */
+  /** garbage collections by the kinds the node reports (minor, major, incremental, weakcb): how many, and how many took over 10 ms. */
   gc: Record<string, { all: number; over: number }>;
 }
 
 /** The gauges from a Prometheus text exposition; NaN where a metric is absent. */
 export function parseGauges(text: string): Gauges {
-  const value = (pattern: string) => {
-    const m = new RegExp(`^${pattern} (\\S+)$`, 'm').exec(text);
-    return m ? Number(m[1]) : NaN;
-  };
-  const bucket = (le: string) => value(`apl_log_fsync_duration_seconds_bucket\\{le="${le}"\\}`);
-  const all = value('apl_log_fsync_duration_seconds_count');
+  const lines = text.split('\n');
   // A sample of a metric with these labels, in whatever order the exposition writes them.
-  const sample = (metric: string, labels: string[]) => {
-    for (const line of text.split('\n')) {
+  const sample = (metric: string, labels: string[] = []) => {
+    for (const line of lines) {
       const name = line.slice(0, line.search(/[{ ]/));
       if (name === metric && labels.every((l) => line.includes(l))) return Number(line.slice(line.lastIndexOf(' ') + 1));
     }
     return NaN;
   };
-  const over = (histogram: string, labels: string[]) => {
+  // How many observations of a histogram, and how many above the bucket `le` (in seconds).
+  const over = (histogram: string, labels: string[], le: string) => {
     const all = sample(`${histogram}_count`, labels);
-    return { all, over: all - sample(`${histogram}_bucket`, [...labels, 'le="0.025"']) };
+    return { all, over: all - sample(`${histogram}_bucket`, [...labels, `le="${le}"`]) };
   };
-  const stage = (name: string) => over('apl_apply_stage_duration_seconds', [`stage="${name}"`]);
-  const gcOver10ms = (kind: string) => {
-    const all = sample('nodejs_gc_duration_seconds_count', [`kind="${kind}"`]);
-    return { all, over: all - sample('nodejs_gc_duration_seconds_bucket', [`kind="${kind}"`, 'le="0.01"']) };
-  };
+  const fsync = (le: string) => over('apl_log_fsync_duration_seconds', [], le).over;
+  const stage = (name: string) => over('apl_apply_stage_duration_seconds', [`stage="${name}"`], '0.025');
+  const gc = ['minor', 'major', 'incremental', 'weakcb']
+    .map((kind) => [kind, over('nodejs_gc_duration_seconds', [`kind="${kind}"`], '0.01')] as const)
+    .filter(([, n]) => !Number.isNaN(n.all));
   return {
-    gc: Object.fromEntries(['minor', 'major', 'incremental', 'weakcb'].map((k) => [k, gcOver10ms(k)])),
+    heapBytes: sample('nodejs_heap_size_used_bytes'),
+    fsyncs: { all: sample('apl_log_fsync_duration_seconds_count'), over25ms: fsync('0.025'), over100ms: fsync('0.1'), over250ms: fsync('0.25') },
+    loopDelay: { p99Ms: sample('nodejs_eventloop_lag_p99_seconds') * 1000, maxMs: sample('nodejs_eventloop_lag_max_seconds') * 1000 },
     over25ms: {
-      intent: over('apl_http_request_duration_seconds', ['plane="agent"', 'route="/api/v1/intents"']),
-      ready: over('apl_raft_ready_duration_seconds', []),
+      intent: over('apl_http_request_duration_seconds', ['plane="agent"', 'route="/api/v1/intents"'], '0.025'),
+      ready: over('apl_raft_ready_duration_seconds', [], '0.025'),
       prefetch: stage('prefetch'), apply: stage('apply'), store_write: stage('store_write'),
     },
-    heapBytes: value('nodejs_heap_size_used_bytes'),
-    fsyncs: { all, over25ms: all - bucket('0.025'), over100ms: all - bucket('0.1'), over250ms: all - bucket('0.25') },
-    loopDelay: { p99Ms: value('nodejs_eventloop_lag_p99_seconds') * 1000, maxMs: value('nodejs_eventloop_lag_max_seconds') * 1000 },
+    gc: Object.fromEntries(gc),
   };
+}
+
+/** What the Raft log's synced-write counts grew by between two readings. */
+export function fsyncsSince(before: Gauges['fsyncs'], after: Gauges['fsyncs']): Gauges['fsyncs'] {
+  return { all: after.all - before.all, over25ms: after.over25ms - before.over25ms, over100ms: after.over100ms - before.over100ms, over250ms: after.over250ms - before.over250ms };
+}
+
+/** What each histogram count grew by between two readings (see Gauges.over25ms and Gauges.gc). */
+export function countsSince(before: Record<string, { all: number; over: number }>, after: Record<string, { all: number; over: number }>): Record<string, { all: number; over: number }> {
+  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, { all: v.all - (before[k]?.all ?? 0), over: v.over - (before[k]?.over ?? 0) }]));
 }
 
 export interface ServerOptions {
