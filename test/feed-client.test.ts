@@ -5,11 +5,11 @@
 // reach the node; an abort ends the iteration; a refusal of the role is thrown.
 import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdminClient, ForbiddenError, type FeedRecord } from '@apl/client';
 import { AGENT_A, TOKENS, bootstrap, envelope, startTestNode, testCerts, type Issuer, type TestNode } from './support/node.js';
+import { freePort } from './support/cluster.js';
 
 const ca = readFileSync(testCerts().ca);
 const dir = mkdtempSync(join(tmpdir(), 'apl-feed-client-'));
@@ -18,18 +18,10 @@ let port: number;
 /** issuer is the first node's, whose key the ledger trusts: a restarted node makes another. */
 let issuer: Issuer;
 
-/** A port that was free a moment ago, so that a restarted node answers at the same address. */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
 const start = () => startTestNode({ admin_port: port, feed: { heartbeat_interval_ms: 100 } }, dir);
 
 t.before(async () => {
+  // a fixed port, so that a restarted node answers at the same address
   port = await freePort();
   n = await start();
   await bootstrap(n);

@@ -44,15 +44,31 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
+/** The ports handed out by this process, never handed out twice. */
+const handedOut = new Set<number>();
+const PORT_RANGE = { low: 20_000, high: 32_767 };
+
+/**
+ * A port that is free now, for a listener whose address must be known before it
+ * starts (a cluster member's, listed in the others' configuration). It is drawn at
+ * random below the kernel's ephemeral range (32768 and up on Linux), where no
+ * outgoing connection and no `listen(0)` of a parallel test can take it between this
+ * check and the member's bind; two test files drawing the same port is left to
+ * `startCluster`'s retry.
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
+  for (;;) {
+    const port = PORT_RANGE.low + Math.floor(Math.random() * (PORT_RANGE.high - PORT_RANGE.low + 1));
+    if (handedOut.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
     });
-  });
+    if (!free) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
 
 /**
@@ -60,14 +76,28 @@ export async function freePort(): Promise<number> {
  * ports, a data directory and a certificate but are not started nor listed to the
  * others: `start(spare)` starts one with cluster_state join, to be added at run time.
  */
-export async function startCluster(opts: {
+export async function startCluster(opts: StartOptions = {}): Promise<Cluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startClusterOnce(opts);
+    } catch (e) {
+      // Another test file bound one of the drawn ports first: draw them all again.
+      if (attempt < 3 && String(e).includes('EADDRINUSE')) continue;
+      throw e;
+    }
+  }
+}
+
+interface StartOptions {
   ids?: string[];
   spares?: string[];
   env?: Record<string, string>;
   clusterId?: string;
   /** the address member `from` reaches member `to` at (a proxy, to partition them); default its peer listener. */
   peerAddr?: (from: string, to: Member) => string | Promise<string>;
-} = {}): Promise<Cluster> {
+}
+
+async function startClusterOnce(opts: StartOptions): Promise<Cluster> {
   const ids = opts.ids ?? ['n1', 'n2', 'n3'];
   const spares = opts.spares ?? [];
   const certs = testCerts();
@@ -175,6 +205,11 @@ export async function startCluster(opts: {
       for (const d of Object.values(dirs)) rmSync(d, { recursive: true, force: true });
     },
   };
-  await Promise.all(ids.map((id) => start(id)));
+  const started = await Promise.allSettled(ids.map((id) => start(id)));
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) {
+    await cluster.close();
+    throw failed.reason;
+  }
   return cluster;
 }

@@ -9,6 +9,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { onExit } from 'signal-exit';
 import { PRINCIPALS, testCerts } from './node.js';
 
 /** The repository: two levels up from test/support, three from its compiled test/dist/support. */
@@ -70,7 +71,9 @@ export interface NodeProcess {
 }
 
 const running = new Set<ChildProcess>();
-process.once('exit', () => {
+// On exit and on the signals a test runner sends (SIGALRM when a file times out,
+// SIGTERM, SIGINT), so that no server outlives the test that started it.
+onExit(() => {
   for (const c of running) c.kill('SIGKILL');
 });
 
