@@ -40,6 +40,7 @@ const RULES: Record<string, { may: (pkg: string) => boolean; exceptions: Record<
     may: (p) => p === 'node:crypto',
     exceptions: {
       'packages/raft/src/level-store.ts': ['level'],
+      'packages/raft/src/wal-store.ts': ['node:fs', 'node:path', 'node:zlib'],
       'packages/raft/src/sim/main.ts': ['node:url'],
       // The assertions shared by the seed-range tests; only the tests import it.
       'packages/raft/src/sim/seed-range.ts': ['tap'],

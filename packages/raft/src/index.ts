@@ -63,6 +63,7 @@
  */
 export { RawNode, emptyBoot, splitMessages } from './rawnode.js';
 export { LevelLogStore, LogStoreCorruptError } from './level-store.js';
+export { SEGMENT_BYTES, WalCorruptError, WalLogStore } from './wal-store.js';
 export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 export { RaftInvariantError } from './assert.js';
 export { checkStart, isEmptyBoot, type ClusterState, type Identity, type StartCheck } from './identity.js';

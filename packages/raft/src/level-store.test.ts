@@ -1,5 +1,5 @@
-// Proves the storage contract on both stores (LevelDB in a temporary directory, and the
-// in-memory model the simulator uses): a Ready is stored atomically, a conflicting suffix
+// Proves the storage contract on every store (the write-ahead log and LevelDB, each in a
+// temporary directory, and the in-memory model the simulator uses): a Ready is stored atomically, a conflicting suffix
 // is truncated, a snapshot replaces or compacts the log, and load() returns what a node
 // needs to restart. For LevelDB also: data survives close and reopen, index keys sort in
 // numeric order across byte boundaries, and a RawNode restarts from the store.
@@ -11,6 +11,7 @@ import t from 'tap';
 import { DELETES_PER_WRITE, LevelLogStore, entryKey } from './level-store.js';
 import { RawNode } from './rawnode.js';
 import { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
+import { WalLogStore } from './wal-store.js';
 import { bytes, config, ents, text } from './testing.js';
 import type { HardState, Snapshot } from './types.js';
 
@@ -33,6 +34,11 @@ const hs = (term: number, vote: string | null, commit: number): HardState => ({ 
 type Open = (t: { teardown: (f: () => Promise<void>) => void }) => Promise<LogStore>;
 
 const stores: [string, Open][] = [
+  ['WalLogStore', async (t) => {
+    const store = await WalLogStore.open(await tempDir(t), { segmentBytes: 1 << 16 });
+    t.teardown(() => store.close());
+    return store;
+  }],
   ['LevelLogStore', async (t) => {
     const store = await LevelLogStore.open(await tempDir(t));
     t.teardown(() => store.close());
@@ -220,9 +226,10 @@ t.test('LevelLogStore: writes issued without waiting reach the disk in order', a
   await s.close();
 });
 
-t.test('a one-member node restarts from its LevelDB store with its term, vote, log and commit', async (t) => {
+for (const [name, openAt] of [['LevelDB store', (dir: string) => LevelLogStore.open(dir)], ['write-ahead log', (dir: string) => WalLogStore.open(dir)]] as const) {
+t.test(`a one-member node restarts from its ${name} with its term, vote, log and commit`, async (t) => {
   const dir = await tempDir(t);
-  let store = await LevelLogStore.open(dir);
+  let store: LogStore = await openAt(dir);
   let node = new RawNode(config('solo', ['solo']), await store.load());
   const applied: string[] = [];
   const drive = async (): Promise<void> => {
@@ -241,7 +248,7 @@ t.test('a one-member node restarts from its LevelDB store with its term, vote, l
   const before = node.status();
   await store.close();
 
-  store = await LevelLogStore.open(dir);
+  store = await openAt(dir);
   node = new RawNode(config('solo', ['solo']), await store.load());
   const after = node.status();
   t.same([after.term, after.vote, after.lastIndex, after.commit], [before.term, before.vote, before.lastIndex, before.commit]);
@@ -255,3 +262,4 @@ t.test('a one-member node restarts from its LevelDB store with its term, vote, l
   t.same(applied, ['x', 'y', 'z']);
   await store.close();
 });
+}

@@ -1,0 +1,602 @@
+// WalLogStore is the durable LogStore: a write-ahead log of preallocated segments, as
+// etcd keeps its Raft log. It is, with LevelLogStore, the only module of this package
+// that touches a disk.
+//
+// Why not a database: an append that grows a file changes its size, so its fsync must
+// commit the filesystem's journal, and on ext4 that commit waits for whatever other
+// files' data the journal orders before it (the state store's writes and LevelDB's
+// compactions, on the same filesystem). A segment is filled with zeros when it is made,
+// so a record written into it later changes no metadata: `fdatasync` flushes the
+// record's pages and nothing else.
+//
+// Layout, under the store's directory:
+//   <seq, 16 hex>.wal          segments, numbered in the order they are written
+//   snap/<index, 16 hex>.snap  snapshots: u32 CRC-32 of the rest, u32 meta length,
+//                              meta JSON {index, term, conf}, then the data
+//   identity.json              the member's identity {clusterId, nodeId, members}
+//
+// A record is u32 body length, u32 CRC-32 of the body, then the body: a type byte and
+//   1 entry      u64 index, u64 term, u8 entry type (0 normal, 1 conf), the data
+//   2 hard state JSON {term, vote, commit}
+//   3 snapshot   u64 index, u64 term, u8 replaces: the log starts after this index
+//                (snap/<index>.snap holds it); with `replaces` the entries before this
+//                record are all dropped (a snapshot from the leader replaces the log),
+//                without it only those at or below the index (a compaction)
+// A length of zero ends a segment's records: the rest is the zero fill. Each save is
+// one write of its records at the end of the current segment, then `fdatasync` when it
+// must be durable. Replay reads the records in order: an entry at index i drops every
+// entry at or after i first (a conflicting suffix).
+//
+// A crash can leave a torn record at the end of the last segment (it was never
+// acknowledged: its write had not returned from fdatasync). open() stops the log at the
+// last whole record and zeroes what follows, so a torn or invalid record anywhere else
+// is corruption, reported, never skipped.
+//
+// A segment that is full is followed by the next, which starts with the hard state and
+// the latest snapshot record, so that the segments before it are not needed to know
+// them. A compaction (saveSnapshot) writes the snapshot's file, then its record, then
+// deletes the segments whose entries are all covered: it costs a few unlinks, whatever
+// the length of the log. The next segment is made in the background, ahead of need.
+import { crc32 } from 'node:zlib';
+import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { EMPTY_HARD_STATE } from './entry.js';
+import type { Identity } from './identity.js';
+import { confState } from './membership.js';
+import type { LogStore, SaveBatch } from './storage.js';
+import type { Boot, Entry, HardState, Snapshot, SnapshotMeta } from './types.js';
+
+export class WalCorruptError extends Error {
+  override name = 'WalCorruptError';
+}
+
+/** the size of a segment; a save larger than that gets a segment of its own size. */
+export const SEGMENT_BYTES = 64 * 1024 * 1024;
+
+const HEADER = 8;
+const T_ENTRY = 1;
+const T_HARD_STATE = 2;
+const T_SNAPSHOT = 3;
+const ENTRY_CONF = 1;
+const ZERO_CHUNK = 1024 * 1024;
+
+interface Segment {
+  seq: number;
+  path: string;
+  size: number;
+  /** the highest entry index written in it; 0 when none. */
+  maxIndex: number;
+}
+
+interface SnapshotRecord {
+  index: number;
+  term: number;
+}
+
+export interface WalOptions {
+  /** the segment size (tests use small ones); default SEGMENT_BYTES. */
+  segmentBytes?: number;
+}
+
+export class WalLogStore implements LogStore {
+  private readonly segments: Segment[] = [];
+  private fh: FileHandle | null = null;
+  /** the write position in the current segment (the last of `segments`). */
+  private pos = 0;
+  private tail: Promise<void> = Promise.resolve();
+  /** the next segment, made ahead of need; null when none is being made. */
+  private spare: Promise<Segment> | null = null;
+  /**
+   * The last hard state and snapshot record written (not merely queued): a new
+   * segment starts with them, and must not claim what a queued write has not yet made
+   * durable (a commit index beyond the entries on disk).
+   */
+  private written: { hardState: HardState; snap: SnapshotRecord | null } = { hardState: { ...EMPTY_HARD_STATE }, snap: null };
+  /** the log's bounds as load() sees them: entries (offset, last]. */
+  private offset = 0;
+  private last = 0;
+  private boot: Boot | null = null;
+  private failed: Error | null = null;
+
+  private constructor(private readonly dir: string, private readonly segmentBytes: number) {}
+
+  /** open opens (or creates) the store in `dir`, reads the log and repairs a torn tail. */
+  static async open(dir: string, opts: WalOptions = {}): Promise<WalLogStore> {
+    const store = new WalLogStore(dir, opts.segmentBytes ?? SEGMENT_BYTES);
+    await mkdir(join(dir, 'snap'), { recursive: true });
+    await store.replay();
+    return store;
+  }
+
+  async load(): Promise<Boot> {
+    await this.tail;
+    // The log as open() read it, until a write changes it.
+    if (this.boot !== null) {
+      const b = this.boot;
+      this.boot = null;
+      return b;
+    }
+    // A load after writes reads the log again, as a restart would.
+    const segments = this.segments.map((s) => ({ ...s }));
+    const { boot } = await this.read(segments);
+    return boot;
+  }
+
+  save(rd: SaveBatch): Promise<void> {
+    const head = rd.entries[0];
+    const offset = rd.snapshot?.meta.index ?? this.offset;
+    const last = rd.snapshot === null ? this.last : offset;
+    if (head !== undefined && (head.index <= offset || head.index > last + 1)) {
+      return Promise.reject(new RangeError(`save: entries start at ${head.index}; the stored log is (${offset}, ${last}]`));
+    }
+    this.boot = null;
+    const records: Uint8Array[] = [];
+    let maxIndex = 0;
+    const snap = rd.snapshot === null ? null : { index: offset, term: rd.snapshot.meta.term };
+    if (snap !== null) {
+      this.offset = offset;
+      this.last = offset;
+      records.push(snapshotRecord(snap, true));
+    }
+    if (head !== undefined) {
+      for (const e of rd.entries) records.push(entryRecord(e));
+      this.last = head.index + rd.entries.length - 1;
+      maxIndex = this.last;
+    }
+    const hardState = rd.hardState === null ? null : { ...rd.hardState };
+    if (hardState !== null) records.push(hardStateRecord(hardState));
+    if (records.length === 0) return this.tail;
+    const snapshot = rd.snapshot;
+    return this.enqueue(async () => {
+      if (snapshot !== null) await this.writeSnapshotFile(snapshot);
+      await this.append(concat(records), maxIndex, rd.mustSync || snapshot !== null);
+      if (snap !== null) this.written.snap = snap;
+      if (hardState !== null) this.written.hardState = hardState;
+    });
+  }
+
+  saveSnapshot(snapshot: Snapshot): Promise<void> {
+    const index = snapshot.meta.index;
+    if (index <= this.offset) return this.tail;
+    this.boot = null;
+    this.offset = index;
+    this.last = Math.max(this.last, index);
+    const record: SnapshotRecord = { index, term: snapshot.meta.term };
+    return this.enqueue(async () => {
+      await this.writeSnapshotFile(snapshot);
+      await this.append(snapshotRecord(record, false), 0, true);
+      this.written.snap = record;
+      await this.dropCovered(index);
+    });
+  }
+
+  async identity(): Promise<Identity | null> {
+    await this.tail;
+    const text = await readFile(join(this.dir, 'identity.json'), 'utf8').catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return null;
+      throw e;
+    });
+    if (text === null) return null;
+    const v = parseJson(new TextEncoder().encode(text)) as Partial<Identity>;
+    if (typeof v.clusterId !== 'string' || typeof v.nodeId !== 'string' || !Array.isArray(v.members)) throw new WalCorruptError('malformed identity');
+    return { clusterId: v.clusterId, nodeId: v.nodeId, members: v.members.map(String) };
+  }
+
+  bootstrap(identity: Identity): Promise<void> {
+    return this.enqueue(() => this.writeAtomically(join(this.dir, 'identity.json'), new TextEncoder().encode(JSON.stringify(identity))));
+  }
+
+  async close(): Promise<void> {
+    await this.tail.catch(() => undefined);
+    const spare = this.spare;
+    this.spare = null;
+    // A spare being made is left to finish; an unfinished one is removed by the next open.
+    await spare?.catch(() => undefined);
+    await this.fh?.close();
+    this.fh = null;
+  }
+
+  private enqueue(write: () => Promise<void>): Promise<void> {
+    const run = this.tail.then(() => {
+      if (this.failed !== null) throw this.failed;
+      return write();
+    });
+    // A failed write leaves the file's tail unknown: every later write fails too.
+    this.tail = run.catch((e: unknown) => {
+      this.failed ??= e instanceof Error ? e : new Error(String(e));
+    });
+    return run;
+  }
+
+  /** Writes `bytes` at the end of the current segment, cutting a new one if it does not fit. */
+  private async append(bytes: Uint8Array, maxIndex: number, sync: boolean): Promise<void> {
+    let seg = this.segments.at(-1);
+    // HEADER: a record of length zero must fit after the last record, to end the segment.
+    if (seg === undefined || this.fh === null || this.pos + bytes.length + HEADER > seg.size) {
+      await this.cut(bytes.length);
+      seg = this.segments.at(-1)!;
+    }
+    const fh = this.fh!;
+    await writeAll(fh, bytes, this.pos);
+    this.pos += bytes.length;
+    seg.maxIndex = Math.max(seg.maxIndex, maxIndex);
+    if (sync) await fh.datasync();
+  }
+
+  /** Moves the writes to a new segment, which starts with the hard state and the snapshot record. */
+  private async cut(need: number): Promise<void> {
+    const { hardState, snap } = this.written;
+    const head = concat([hardStateRecord(hardState), ...(snap === null ? [] : [snapshotRecord(snap, false)])]);
+    const size = need + head.length + HEADER;
+    const seq = (this.segments.at(-1)?.seq ?? 0) + 1;
+    let next = this.spare === null ? null : await this.spare;
+    this.spare = null;
+    if (next === null || next.size < size) {
+      if (next !== null) await rm(next.path, { force: true });
+      next = await this.makeSegment(seq, Math.max(size, this.segmentBytes));
+    }
+    const fh = await open(next.path, 'r+');
+    await writeAll(fh, head, 0);
+    await fh.datasync();
+    await this.fh?.close();
+    this.fh = fh;
+    this.pos = head.length;
+    this.segments.push(next);
+    this.makeSpare();
+  }
+
+  private makeSpare(): void {
+    const spare = this.makeSegment(this.segments.at(-1)!.seq + 1, this.segmentBytes);
+    // An error surfaces at the cut that needs the spare.
+    spare.catch(() => undefined);
+    this.spare = spare;
+  }
+
+  /** Makes a zero-filled segment under a temporary name, then renames it into place. */
+  private async makeSegment(seq: number, size: number): Promise<Segment> {
+    const path = join(this.dir, segmentName(seq));
+    const tmp = `${path}.tmp`;
+    const fh = await open(tmp, 'w');
+    try {
+      const zeros = new Uint8Array(Math.min(ZERO_CHUNK, size));
+      for (let at = 0; at < size; at += zeros.length) await writeAll(fh, zeros.subarray(0, Math.min(zeros.length, size - at)), at);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, path);
+    await syncDir(this.dir);
+    return { seq, path, size, maxIndex: 0 };
+  }
+
+  /** Deletes the segments before the current one whose entries are all at or below `index`. */
+  private async dropCovered(index: number): Promise<void> {
+    const current = this.segments.at(-1);
+    const drop = this.segments.filter((s) => s !== current && s.maxIndex <= index);
+    if (drop.length > 0) {
+      for (const s of drop) await rm(s.path, { force: true });
+      this.segments.splice(0, this.segments.length, ...this.segments.filter((s) => !drop.includes(s)));
+      await syncDir(this.dir);
+    }
+    // Snapshots older than the one the log now starts at are not needed again.
+    const names = await readdir(join(this.dir, 'snap'));
+    for (const n of names) {
+      const i = snapshotIndexOf(n);
+      if (i !== null && i < index) await rm(join(this.dir, 'snap', n), { force: true });
+    }
+  }
+
+  private async writeSnapshotFile(s: Snapshot): Promise<void> {
+    const meta = new TextEncoder().encode(JSON.stringify(s.meta));
+    const body = new Uint8Array(4 + meta.length + s.data.length);
+    const view = new DataView(body.buffer);
+    view.setUint32(0, meta.length);
+    body.set(meta, 4);
+    body.set(s.data, 4 + meta.length);
+    const file = new Uint8Array(4 + body.length);
+    new DataView(file.buffer).setUint32(0, crc32(body));
+    file.set(body, 4);
+    await this.writeAtomically(join(this.dir, 'snap', snapshotName(s.meta.index)), file);
+  }
+
+  private async writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
+    const tmp = `${path}.tmp`;
+    const fh = await open(tmp, 'w');
+    try {
+      await writeAll(fh, bytes, 0);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, path);
+    await syncDir(join(path, '..'));
+  }
+
+  private async readSnapshotFile(rec: SnapshotRecord): Promise<Snapshot> {
+    const path = join(this.dir, 'snap', snapshotName(rec.index));
+    const file = await readFile(path).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') throw new WalCorruptError(`the log starts after snapshot ${rec.index}, whose file ${path} is missing`);
+      throw e;
+    });
+    if (file.length < 8) throw new WalCorruptError(`snapshot file ${path} is truncated`);
+    const body = file.subarray(4);
+    if (file.readUInt32BE(0) !== crc32(body)) throw new WalCorruptError(`snapshot file ${path} fails its checksum`);
+    const metaLength = body.readUInt32BE(0);
+    if (4 + metaLength > body.length) throw new WalCorruptError(`snapshot file ${path} is truncated`);
+    const meta = decodeMeta(body.subarray(4, 4 + metaLength));
+    if (meta.index !== rec.index || meta.term !== rec.term) {
+      throw new WalCorruptError(`snapshot file ${path} holds ${meta.index}/${meta.term}, the log names ${rec.index}/${rec.term}`);
+    }
+    return { meta, data: new Uint8Array(body.subarray(4 + metaLength)) };
+  }
+
+  /** Reads every segment at open: the boot state, the write position, a torn tail zeroed. */
+  private async replay(): Promise<void> {
+    const walDir = this.dir;
+    const names = await readdir(walDir);
+    for (const n of names) if (n.endsWith('.tmp')) await rm(join(walDir, n), { force: true });
+    for (const n of names) {
+      const seq = segmentSeqOf(n);
+      if (seq !== null) this.segments.push({ seq, path: join(walDir, n), size: 0, maxIndex: 0 });
+    }
+    this.segments.sort((a, b) => a.seq - b.seq);
+    for (const [i, s] of this.segments.entries()) {
+      if (i > 0 && s.seq !== this.segments[i - 1]!.seq + 1) throw new WalCorruptError(`segment ${segmentName(this.segments[i - 1]!.seq + 1)} is missing`);
+    }
+    const { boot, end } = await this.read(this.segments);
+    // The segments after the last record were made ahead of need (or their head was torn
+    // by a crash): never acknowledged, dropped, and made again when needed.
+    while (this.segments.length > end.segment + 1) await rm(this.segments.pop()!.path, { force: true });
+    this.boot = boot;
+    this.written.hardState = { ...boot.hardState };
+    this.offset = boot.snapshot?.meta.index ?? 0;
+    this.last = this.offset + boot.entries.length;
+    this.written.snap = boot.snapshot === null ? null : { index: boot.snapshot.meta.index, term: boot.snapshot.meta.term };
+    const seg = this.segments.at(-1);
+    if (seg === undefined) return;
+    if (end.pos === 0) {
+      // No whole record at all: the first write starts a new segment.
+      await rm(this.segments.pop()!.path, { force: true });
+      return;
+    }
+    this.fh = await open(seg.path, 'r+');
+    this.pos = end.pos;
+    await zeroTail(this.fh, this.pos, seg.size);
+    this.makeSpare();
+  }
+
+  /**
+   * Reads `segments` in order into the boot state. The first invalid record ends the
+   * log if it is in the last segment written; anywhere else it is corruption.
+   */
+  private async read(segments: Segment[]): Promise<{ boot: Boot; end: { segment: number; pos: number } }> {
+    let hardState: HardState = { ...EMPTY_HARD_STATE };
+    let snap: SnapshotRecord | null = null;
+    let first = 0;
+    let entries: Entry[] = [];
+    let end = { segment: 0, pos: 0 };
+    for (const [si, seg] of segments.entries()) {
+      const bytes = await readFile(seg.path);
+      seg.size = bytes.length;
+      seg.maxIndex = 0;
+      let pos = 0;
+      for (;;) {
+        const rec = recordAt(bytes, pos);
+        if (rec === 'end') break;
+        if (rec === 'invalid') {
+          const later = segments.slice(si + 1);
+          if (later.length > 0 && !(await allEmpty(later))) {
+            throw new WalCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and records after it`);
+          }
+          break;
+        }
+        const body = rec;
+        const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+        switch (body[0]) {
+          case T_ENTRY: {
+            if (body.length < 18) throw new WalCorruptError(`segment ${segmentName(seg.seq)}: a short entry at byte ${pos}`);
+            const e: Entry = { index: Number(view.getBigUint64(1)), term: Number(view.getBigUint64(9)), data: new Uint8Array(body.subarray(18)) };
+            if (body[17] === ENTRY_CONF) e.type = 'conf';
+            // An entry at i replaces the entries from i on; one after a gap starts a new
+            // run (the entries between were in segments a compaction deleted).
+            if (entries.length === 0 || e.index <= first || e.index > first + entries.length) {
+              entries = [e];
+              first = e.index;
+            } else {
+              entries.length = e.index - first;
+              entries.push(e);
+            }
+            seg.maxIndex = Math.max(seg.maxIndex, e.index);
+            break;
+          }
+          case T_HARD_STATE:
+            hardState = decodeHardState(body.subarray(1));
+            break;
+          case T_SNAPSHOT: {
+            if (body.length < 18) throw new WalCorruptError(`segment ${segmentName(seg.seq)}: a short snapshot record at byte ${pos}`);
+            snap = { index: Number(view.getBigUint64(1)), term: Number(view.getBigUint64(9)) };
+            if (body[17] === 1) {
+              entries = [];
+            } else if (entries.length > 0 && first <= snap.index) {
+              entries = entries.slice(snap.index - first + 1);
+              first = snap.index + 1;
+            }
+            break;
+          }
+          default:
+            throw new WalCorruptError(`segment ${segmentName(seg.seq)}: unknown record type ${String(body[0])} at byte ${pos}`);
+        }
+        pos += HEADER + body.length;
+        end = { segment: si, pos };
+      }
+    }
+    const snapshot = snap === null ? null : await this.readSnapshotFile(snap);
+    const offset = snap?.index ?? 0;
+    if (entries.length > 0 && first <= offset) {
+      entries = entries.slice(Math.min(entries.length, offset - first + 1));
+      first = offset + 1;
+    }
+    if (entries.length > 0 && first !== offset + 1) throw new WalCorruptError(`the log has a gap: it starts at ${first}, after snapshot ${offset}`);
+    // The commit index may lag (it is written without sync): never below the snapshot.
+    hardState.commit = Math.max(hardState.commit, offset);
+    if (hardState.commit > offset + entries.length) {
+      throw new WalCorruptError(`commit ${hardState.commit} beyond the stored log (${offset + entries.length})`);
+    }
+    return { boot: { hardState, snapshot, entries }, end };
+  }
+}
+
+/** The record at `pos`: its body, 'end' at a zero length, 'invalid' if it is cut or fails its checksum. */
+function recordAt(bytes: Uint8Array, pos: number): Uint8Array | 'end' | 'invalid' {
+  if (pos + HEADER > bytes.length) return 'end';
+  const view = new DataView(bytes.buffer, bytes.byteOffset + pos, HEADER);
+  const length = view.getUint32(0);
+  if (length === 0) return view.getUint32(4) === 0 ? 'end' : 'invalid';
+  if (pos + HEADER + length > bytes.length) return 'invalid';
+  const body = bytes.subarray(pos + HEADER, pos + HEADER + length);
+  return crc32(body) === view.getUint32(4) ? body : 'invalid';
+}
+
+function record(body: Uint8Array): Uint8Array {
+  const out = new Uint8Array(HEADER + body.length);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, body.length);
+  view.setUint32(4, crc32(body));
+  out.set(body, HEADER);
+  return out;
+}
+
+function entryRecord(e: Entry): Uint8Array {
+  const out = new Uint8Array(HEADER + 18 + e.data.length);
+  const view = new DataView(out.buffer);
+  out[HEADER] = T_ENTRY;
+  view.setBigUint64(HEADER + 1, BigInt(e.index));
+  view.setBigUint64(HEADER + 9, BigInt(e.term));
+  out[HEADER + 17] = e.type === 'conf' ? ENTRY_CONF : 0;
+  out.set(e.data, HEADER + 18);
+  const body = out.subarray(HEADER);
+  view.setUint32(0, body.length);
+  view.setUint32(4, crc32(body));
+  return out;
+}
+
+function hardStateRecord(hs: HardState): Uint8Array {
+  const json = new TextEncoder().encode(JSON.stringify({ term: hs.term, vote: hs.vote, commit: hs.commit }));
+  const body = new Uint8Array(1 + json.length);
+  body[0] = T_HARD_STATE;
+  body.set(json, 1);
+  return record(body);
+}
+
+function snapshotRecord(s: SnapshotRecord, replaces: boolean): Uint8Array {
+  const body = new Uint8Array(18);
+  const view = new DataView(body.buffer);
+  body[0] = T_SNAPSHOT;
+  view.setBigUint64(1, BigInt(s.index));
+  view.setBigUint64(9, BigInt(s.term));
+  body[17] = replaces ? 1 : 0;
+  return record(body);
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) {
+    const { bytesWritten } = await fh.write(bytes, done, bytes.length - done, position + done);
+    done += bytesWritten;
+  }
+}
+
+/** Zeroes a segment from `from` up to its last non-zero byte (a torn write's remains). */
+async function zeroTail(fh: FileHandle, from: number, size: number): Promise<void> {
+  const chunk = new Uint8Array(ZERO_CHUNK);
+  let lastNonZero = -1;
+  for (let at = from; at < size; at += chunk.length) {
+    const { bytesRead } = await fh.read(chunk, 0, Math.min(chunk.length, size - at), at);
+    for (let i = bytesRead - 1; i >= 0; i--) {
+      if (chunk[i] !== 0) {
+        lastNonZero = at + i;
+        break;
+      }
+    }
+  }
+  if (lastNonZero < from) return;
+  const zeros = new Uint8Array(Math.min(ZERO_CHUNK, lastNonZero + 1 - from));
+  for (let at = from; at <= lastNonZero; at += zeros.length) await writeAll(fh, zeros.subarray(0, Math.min(zeros.length, lastNonZero + 1 - at)), at);
+  await fh.datasync();
+}
+
+async function allEmpty(segments: Segment[]): Promise<boolean> {
+  for (const s of segments) {
+    const fh = await open(s.path, 'r');
+    try {
+      const head = new Uint8Array(HEADER);
+      await fh.read(head, 0, HEADER, 0);
+      if (head.some((b) => b !== 0)) return false;
+    } finally {
+      await fh.close();
+    }
+  }
+  return true;
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+const segmentName = (seq: number) => `${seq.toString(16).padStart(16, '0')}.wal`;
+const snapshotName = (index: number) => `${index.toString(16).padStart(16, '0')}.snap`;
+
+function segmentSeqOf(name: string): number | null {
+  const m = /^([0-9a-f]{16})\.wal$/.exec(name);
+  return m === null ? null : Number.parseInt(m[1]!, 16);
+}
+
+function snapshotIndexOf(name: string): number | null {
+  const m = /^([0-9a-f]{16})\.snap$/.exec(name);
+  return m === null ? null : Number.parseInt(m[1]!, 16);
+}
+
+function decodeHardState(b: Uint8Array): HardState {
+  const v = parseJson(b) as Partial<HardState>;
+  if (!isIndex(v.term) || !isIndex(v.commit) || !(v.vote === null || typeof v.vote === 'string')) {
+    throw new WalCorruptError('malformed hard state');
+  }
+  return { term: v.term, vote: v.vote, commit: v.commit };
+}
+
+function decodeMeta(b: Uint8Array): SnapshotMeta {
+  const v = parseJson(b) as Partial<SnapshotMeta>;
+  const c = v.conf;
+  if (!isIndex(v.index) || !isIndex(v.term) || typeof c !== 'object' || c === null || !Array.isArray(c.voters) || !Array.isArray(c.learners) || typeof c.context !== 'object') {
+    throw new WalCorruptError('malformed snapshot meta');
+  }
+  return { index: v.index, term: v.term, conf: confState(c.voters.map(String), c.learners.map(String), c.context) };
+}
+
+function parseJson(b: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder().decode(b));
+  } catch {
+    throw new WalCorruptError('malformed JSON record');
+  }
+}
+
+function isIndex(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
