@@ -160,7 +160,7 @@ t.test('a member whose disk was wiped refuses to rejoin under its old id; a stor
   await bootstrap(c.handle(leader));
   const lost = c.members.map((m) => m.id).find((id) => id !== leader)!;
   await c.kill(lost);
-  rmSync(join(c.dirs[lost]!, 'raft'), { recursive: true, force: true });
+  rmSync(join(c.dirs[lost]!, 'wal'), { recursive: true, force: true });
   rmSync(join(c.dirs[lost]!, 'ledger'), { recursive: true, force: true });
   const refused = await c.start(lost, { APL_CLUSTER_STATE: 'existing' }).then(() => null, (err: Error) => err.message);
   t.match(refused ?? 'it started', /exited before it started \(code 2[\s\S]*has an empty store, but its configuration says cluster "apl-test-cluster" already runs/, 'refused with the reason and what to do');

@@ -1,13 +1,15 @@
 // Proves that a restart costs what was not yet applied, not the history: a node
 // stopped after a stream of intents opens at the applied index its store holds and
 // applies no entry again (only a new leader's no-op follows); its state, digest and
-// reads are those it had; and obligations other than the owed ones come in pages.
-import { mkdtempSync, rmSync } from 'node:fs';
+// reads are those it had; a data directory whose Raft log is the LevelDB store of
+// earlier releases keeps it; and obligations other than the owed ones come in pages.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import t from 'tap';
 import { createLogger } from '@apl/node';
+import { LevelLogStore } from '@apl/raft';
 import { AGENT_A, EVIDENCE, bootstrap, envelope, startTestNode } from './support/node.js';
 
 t.test('a restarted node applies nothing its store already holds', async (t) => {
@@ -46,6 +48,44 @@ t.test('a restarted node applies nothing its store already holds', async (t) => 
   } finally {
     await second.close();
   }
+});
+
+t.test('a data directory whose Raft log is a LevelDB store keeps using it, across restarts', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-restart-legacy-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  // The Raft log as a release before the write-ahead log made it: LevelDB under raft/.
+  await (await LevelLogStore.open(join(dir, 'raft'))).close();
+  const first = await startTestNode({ snapshot_interval_entries: 20, snapshot_catchup_entries: 0 }, dir);
+  await bootstrap(first);
+  const att = await first.issuer.sign(AGENT_A);
+  const ids: string[] = [];
+  for (let k = 0; k < 40; k++) ids.push((await first.api('POST', '/api/v1/intents', { body: envelope(att, { minor: 10 + k }) })).body.transaction);
+  const digest = (await first.adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  const issuer = first.issuer;
+  await first.close();
+  t.notOk(existsSync(join(dir, 'wal')), 'no write-ahead log was made beside it');
+  const boot = await (async () => {
+    const log = await LevelLogStore.open(join(dir, 'raft'));
+    try {
+      return await log.load();
+    } finally {
+      await log.close();
+    }
+  })();
+  t.ok((boot.snapshot?.meta.index ?? 0) > 0, 'the LevelDB log was written and compacted');
+  t.equal(boot.hardState.commit, digest.applied_index, 'up to the last entry applied');
+
+  const second = await startTestNode({ snapshot_interval_entries: 20, snapshot_catchup_entries: 0 }, dir);
+  try {
+    const after = (await second.adm('operator', 'GET', '/admin/v1/log/digest')).body;
+    t.equal(after.state_hash, digest.state_hash, 'it restarts to the same state');
+    const att2 = await issuer.sign(AGENT_A);
+    t.equal((await second.api('GET', `/api/v1/transactions/${ids[39]}`, { token: att2 })).status, 200, 'the last intent reads back');
+    t.equal((await second.api('POST', '/api/v1/intents', { body: envelope(att2, { minor: 99 }) })).status, 200, 'and intents go on');
+  } finally {
+    await second.close();
+  }
+  t.notOk(existsSync(join(dir, 'wal')), 'still no write-ahead log');
 });
 
 t.test('obligations in a state other than owed come in pages, in id order', async (t) => {

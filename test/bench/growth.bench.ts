@@ -28,7 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Client, TOKENS } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
-import { fsyncsSince, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
+import { countsSince, fsyncsSince, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -56,6 +56,8 @@ type Row = LoadStats & {
   storeFlushedBytes: number; storeCompactedBytes: number;
   /** the Raft log's synced writes in the window: all, and those above 100 and 250 ms. */
   fsyncs: Gauges['fsyncs'];
+  /** where a slow answer may have waited, in the window: the event loop's longest delay, Readies over 25 ms, collections over 10 ms. */
+  loopMaxMs: number; readiesOver25ms: number; gcOver10ms: number;
 };
 const rows: Row[] = [];
 let warmup: Row | null = null;
@@ -69,7 +71,7 @@ try {
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|');
   let cpuBefore = server.threadCpuSeconds();
   let storeBefore = storeBackgroundWrites(server.dataDir);
-  let fsyncsBefore = (await server.gauges()).fsyncs;
+  let gaugesBefore = await server.gauges();
   const line = async (label: string, w: LoadStats) => {
     const cpu = server.threadCpuSeconds();
     const store = storeBackgroundWrites(server.dataDir);
@@ -79,11 +81,14 @@ try {
       ...w, recorded, rssBytes: server.rss(), heapBytes: gauges.heapBytes,
       cpuMsPerIntent: { main: perIntent(cpu.main, cpuBefore.main), v8: perIntent(cpu.v8, cpuBefore.v8), native: perIntent(cpu.native, cpuBefore.native) },
       storeFlushedBytes: store.flushed - storeBefore.flushed, storeCompactedBytes: store.compacted - storeBefore.compacted,
-      fsyncs: fsyncsSince(fsyncsBefore, gauges.fsyncs),
+      fsyncs: fsyncsSince(gaugesBefore.fsyncs, gauges.fsyncs),
+      loopMaxMs: gauges.loopDelay.maxMs,
+      readiesOver25ms: gauges.over25ms.ready.over - gaugesBefore.over25ms.ready.over,
+      gcOver10ms: Object.values(countsSince(gaugesBefore.gc, gauges.gc)).reduce((n, g) => n + g.over, 0),
     };
     cpuBefore = cpu;
     storeBefore = store;
-    fsyncsBefore = gauges.fsyncs;
+    gaugesBefore = gauges;
     const answers = Object.entries(w.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     const c = row.cpuMsPerIntent;
     console.log(`| ${label} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${w.maxAtSeconds.toFixed(1)} s | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${c.main.toFixed(2)} / ${c.v8.toFixed(2)} / ${c.native.toFixed(2)} ms | ${mb(row.storeFlushedBytes)} / ${mb(row.storeCompactedBytes)} | ${syncs(row.fsyncs)} | ${answers} |`);
@@ -124,6 +129,9 @@ if (first && last) {
   const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
   console.log(`last window ${Math.round(last.intentsPerSecond)}/s against the first's ${Math.round(first.intentsPerSecond)}/s: ${verdict(last.intentsPerSecond >= 0.8 * first.intentsPerSecond)}`);
   console.log(`max latency ${maxLatency.toFixed(0)} ms after the warm-up (target 250): ${verdict(maxLatency <= 250)}${warm ? `; in the warm-up ${warm.max.toFixed(0)} ms` : ''}`);
+  for (const r of rows.filter((x) => x.max > 250)) {
+    console.log(`  the window to ${r.recorded.toLocaleString('en-US')}: max ${r.max.toFixed(0)} ms at ${r.maxAtSeconds.toFixed(1)} s; meanwhile synced writes over 100 / 250 ms ${r.fsyncs.over100ms} / ${r.fsyncs.over250ms}, event-loop delay max ${r.loopMaxMs.toFixed(0)} ms, Readies over 25 ms ${r.readiesOver25ms}, collections over 10 ms ${r.gcOver10ms}`);
+  }
   console.log(`503 answers: ${unavailable}: ${verdict(unavailable === 0)}`);
   console.log(`peak heap ${mb(peakHeap)}; restart ${(restartMs / 1000).toFixed(2)} s (target 5): ${verdict(restartMs < 5000)}`);
 }

@@ -151,6 +151,8 @@ export async function startTestNode(overrides: Record<string, unknown> = {}, dat
     data_dir: dir, agent_port: 0, admin_port: 0, dev_setup: false,
     tls: { ca: certs.ca, cert: certs.cert, key: certs.key },
     tick_interval_ms: 3_600_000, log_level: 'silent', ...overrides,
+    // Small Raft log segments, as nodeEnv sets them for a process.
+    raft: { wal_segment_bytes: 1 << 20, ...(overrides.raft as object | undefined) },
   });
   const node = await startNode(config, PRINCIPALS, { log: log ?? createLogger('silent', config.node_id), ...(wrapDb ? { wrapDb } : {}) });
   const agent = new Client(node.agentUrl, certs.ca);

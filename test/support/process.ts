@@ -51,6 +51,9 @@ export function nodeEnv(dataDir: string, extra: Record<string, string> = {}): Re
     APL_DEV_SETUP: 'false',
     APL_ADMIN_PRINCIPALS: JSON.stringify(PRINCIPALS),
     APL_LOG_LEVEL: 'info',
+    // Small segments: a test writes megabytes, not the 64 MiB of zeros a default segment
+    // costs, and the log moves to a new segment often.
+    APL_RAFT_WAL_SEGMENT_BYTES: String(1 << 20),
     ...extra,
   };
 }

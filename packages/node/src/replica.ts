@@ -25,12 +25,12 @@
  * `gateway_error`, `/readyz` answers not ready, and the reason is logged once.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
 import {
-  checkStart, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom, splitMessages,
-  type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type Message, type NodeId, type Ready, type Status,
+  checkStart, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom, splitMessages, WalLogStore,
+  type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type LogStore, type Message, type NodeId, type Ready, type Status,
 } from '@apl/raft';
 import { ConfigError } from './config.js';
 import { PROMOTE_LAG_ENTRIES_MAX, readRemoved, writeRemoved, type Removed } from './membership.js';
@@ -59,7 +59,7 @@ export interface ReplicaOptions {
   clusterId: string;
   clusterState: ClusterState;
   dataDir: string;
-  raft: { tick_ms: number; election_ticks: number; heartbeat_ticks: number; max_inflight_msgs: number; max_size_per_msg: number; max_uncommitted_entries: number };
+  raft: { tick_ms: number; election_ticks: number; heartbeat_ticks: number; max_inflight_msgs: number; max_size_per_msg: number; max_uncommitted_entries: number; wal_segment_bytes: number };
   tickIntervalMs: number;
   commitTimeoutMs: number;
   proposalsInFlightMax: number;
@@ -160,7 +160,7 @@ export class Replica {
   private constructor(
     private readonly opts: ReplicaOptions,
     private readonly raft: RawNode,
-    private readonly log: LevelLogStore,
+    private readonly log: LogStore,
     readonly store: LedgerStore,
     snapshotIndex: number,
     removed: Removed | null,
@@ -172,7 +172,7 @@ export class Replica {
 
   static async open(opts: ReplicaOptions): Promise<Replica> {
     mkdirSync(opts.dataDir, { recursive: true });
-    const log = await LevelLogStore.open(join(opts.dataDir, 'raft'));
+    const log = await openLog(opts.dataDir, opts.raft.wal_segment_bytes);
     const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, blockBytes: opts.blockBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const loaded = await log.load();
     // A joining member records no bootstrap members: it learns the configuration from the log.
@@ -743,7 +743,7 @@ export class Replica {
    * index, so every entry after it must still be in the log. The store's sync runs in
    * the driver's loop: run beside it, it only moved the wait into the Raft log's own
    * syncs on the same disk (docs/state-store.md). The compaction's write is small: the
-   * log deletes the entries it covers a bounded number per write (LevelLogStore).
+   * log writes a snapshot record and deletes the segments it covers (WalLogStore).
    */
   private async maybeCompact(): Promise<void> {
     const pos = this.store.position;
@@ -821,11 +821,21 @@ export class Replica {
 }
 
 /**
+ * The Raft log: the write-ahead log under `<data_dir>/wal`, or, for a data directory
+ * made by a release before it, the LevelDB log under `<data_dir>/raft`, kept as it is.
+ */
+async function openLog(dataDir: string, segmentBytes: number): Promise<LogStore> {
+  const legacy = join(dataDir, 'raft');
+  if (existsSync(join(legacy, 'CURRENT'))) return LevelLogStore.open(legacy);
+  return WalLogStore.open(join(dataDir, 'wal'), { segmentBytes });
+}
+
+/**
  * A store that is ahead of the Raft log's last entry (it installed a streamed store,
  * then the process stopped before Raft wrote the snapshot) gets the snapshot written
  * now: the store's applied index and its entry's term, committed on the primary.
  */
-async function reconcile(log: LevelLogStore, boot: Boot, store: LedgerStore, bootstrapMembers: NodeId[]): Promise<Boot> {
+async function reconcile(log: LogStore, boot: Boot, store: LedgerStore, bootstrapMembers: NodeId[]): Promise<Boot> {
   const position = store.position;
   const last = (boot.snapshot?.meta.index ?? 0) + boot.entries.length;
   if (position.applied <= last) return boot;
