@@ -57,7 +57,9 @@ type Row = LoadStats & {
   /** the Raft log's synced writes in the window: all, and those above 100 and 250 ms. */
   fsyncs: Gauges['fsyncs'];
   /** where a slow answer may have waited, in the window: the event loop's longest delay, Readies over 25 ms, collections over 10 ms. */
-  loopMaxMs: number; readiesOver25ms: number; gcOver10ms: number;
+  loopMaxMs: number; readiesOver25ms: number;
+  /** collections over 10 and over 100 ms, by kind (minor, major, ...). */
+  gc: Record<string, { over10ms: number; over100ms: number }>;
 };
 const rows: Row[] = [];
 let warmup: Row | null = null;
@@ -84,7 +86,7 @@ try {
       fsyncs: fsyncsSince(gaugesBefore.fsyncs, gauges.fsyncs),
       loopMaxMs: gauges.loopDelay.maxMs,
       readiesOver25ms: gauges.over25ms.ready.over - gaugesBefore.over25ms.ready.over,
-      gcOver10ms: Object.values(countsSince(gaugesBefore.gc, gauges.gc)).reduce((n, g) => n + g.over, 0),
+      gc: gcSince(gaugesBefore, gauges),
     };
     cpuBefore = cpu;
     storeBefore = store;
@@ -130,12 +132,18 @@ if (first && last) {
   console.log(`last window ${Math.round(last.intentsPerSecond)}/s against the first's ${Math.round(first.intentsPerSecond)}/s: ${verdict(last.intentsPerSecond >= 0.8 * first.intentsPerSecond)}`);
   console.log(`max latency ${maxLatency.toFixed(0)} ms after the warm-up (target 250): ${verdict(maxLatency <= 250)}${warm ? `; in the warm-up ${warm.max.toFixed(0)} ms` : ''}`);
   for (const r of rows.filter((x) => x.max > 250)) {
-    console.log(`  the window to ${r.recorded.toLocaleString('en-US')}: max ${r.max.toFixed(0)} ms at ${r.maxAtSeconds.toFixed(1)} s; meanwhile synced writes over 100 / 250 ms ${r.fsyncs.over100ms} / ${r.fsyncs.over250ms}, event-loop delay max ${r.loopMaxMs.toFixed(0)} ms, Readies over 25 ms ${r.readiesOver25ms}, collections over 10 ms ${r.gcOver10ms}`);
+    console.log(`  the window to ${r.recorded.toLocaleString('en-US')}: max ${r.max.toFixed(0)} ms at ${r.maxAtSeconds.toFixed(1)} s; meanwhile synced writes over 100 / 250 ms ${r.fsyncs.over100ms} / ${r.fsyncs.over250ms}, event-loop delay max ${r.loopMaxMs.toFixed(0)} ms, Readies over 25 ms ${r.readiesOver25ms}, collections over 10 / 100 ms ${Object.entries(r.gc).filter(([, g]) => g.over10ms > 0).map(([k, g]) => `${k} ${g.over10ms} / ${g.over100ms}`).join(', ') || 'none'}`);
   }
   console.log(`503 answers: ${unavailable}: ${verdict(unavailable === 0)}`);
   console.log(`peak heap ${mb(peakHeap)}; restart ${(restartMs / 1000).toFixed(2)} s (target 5): ${verdict(restartMs < 5000)}`);
 }
 if (a.json) writeFileSync(a.json, `${JSON.stringify({ warmup, rows, restartMs }, null, 2)}\n`);
+
+function gcSince(before: Gauges, after: Gauges): Row['gc'] {
+  const over10 = countsSince(before.gc, after.gc);
+  const over100 = countsSince(before.gcOver100ms, after.gcOver100ms);
+  return Object.fromEntries(Object.entries(over10).map(([k, g]) => [k, { over10ms: g.over, over100ms: over100[k]?.over ?? 0 }]));
+}
 
 function syncs(f: Row['fsyncs']): string {
   return Number.isNaN(f.all) ? '-' : `${f.all.toLocaleString('en-US')} (${f.over100ms} / ${f.over250ms})`;

@@ -46,6 +46,8 @@ export interface Gauges {
   over25ms: Record<'intent' | 'ready' | 'prefetch' | 'apply' | 'store_write', { all: number; over: number }>;
   /** garbage collections by the kinds the node reports (minor, major, incremental, weakcb): how many, and how many took over 10 ms. */
   gc: Record<string, { all: number; over: number }>;
+  /** the same collections: how many took over 100 ms. */
+  gcOver100ms: Record<string, { all: number; over: number }>;
 }
 
 /** The gauges from a Prometheus text exposition; NaN where a metric is absent. */
@@ -66,8 +68,8 @@ export function parseGauges(text: string): Gauges {
   };
   const fsync = (le: string) => over('apl_log_fsync_duration_seconds', [], le).over;
   const stage = (name: string) => over('apl_apply_stage_duration_seconds', [`stage="${name}"`], '0.025');
-  const gc = ['minor', 'major', 'incremental', 'weakcb']
-    .map((kind) => [kind, over('nodejs_gc_duration_seconds', [`kind="${kind}"`], '0.01')] as const)
+  const gcOver = (le: string) => ['minor', 'major', 'incremental', 'weakcb']
+    .map((kind) => [kind, over('nodejs_gc_duration_seconds', [`kind="${kind}"`], le)] as const)
     .filter(([, n]) => !Number.isNaN(n.all));
   return {
     heapBytes: sample('nodejs_heap_size_used_bytes'),
@@ -78,7 +80,8 @@ export function parseGauges(text: string): Gauges {
       ready: over('apl_raft_ready_duration_seconds', [], '0.025'),
       prefetch: stage('prefetch'), apply: stage('apply'), store_write: stage('store_write'),
     },
-    gc: Object.fromEntries(gc),
+    gc: Object.fromEntries(gcOver('0.01')),
+    gcOver100ms: Object.fromEntries(gcOver('0.1')),
   };
 }
 
