@@ -62,8 +62,9 @@
  * `peers: []` joins: it waits until a leader adds it. See membership.ts and docs/raft.md.
  */
 export { RawNode, emptyBoot, splitMessages } from './rawnode.js';
-export { LevelLogStore, LogStoreCorruptError } from './level-store.js';
-export { SEGMENT_BYTES, WalCorruptError, WalLogStore } from './wal-store.js';
+export { LevelLogStore } from './level-store.js';
+export { LogStoreCorruptError } from './store-records.js';
+export { SEGMENT_BYTES, WalLogStore } from './wal-store.js';
 export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 export { RaftInvariantError } from './assert.js';
 export { checkStart, isEmptyBoot, type ClusterState, type Identity, type StartCheck } from './identity.js';

@@ -24,9 +24,9 @@
 import { Level } from 'level';
 import { EMPTY_HARD_STATE } from './entry.js';
 import type { Identity } from './identity.js';
-import { confState } from './membership.js';
-import type { LogStore, SaveBatch } from './storage.js';
-import type { Boot, Entry, HardState, Snapshot, SnapshotMeta } from './types.js';
+import { checkSave, type LogStore, type SaveBatch } from './storage.js';
+import { LogStoreCorruptError, decodeHardState, decodeIdentity, decodeMeta, encodeJson } from './store-records.js';
+import type { Boot, Entry, Snapshot } from './types.js';
 
 type Bytes = Uint8Array;
 type Op = { type: 'put'; key: Bytes; value: Bytes } | { type: 'del'; key: Bytes };
@@ -36,10 +36,6 @@ const KEY_SNAP_META = Uint8Array.of(0x6d); // 'm'
 const KEY_SNAP_DATA = Uint8Array.of(0x73); // 's'
 const KEY_IDENTITY = Uint8Array.of(0x69); // 'i'
 const ENTRY_PREFIX = 0x65; // 'e'
-
-export class LogStoreCorruptError extends Error {
-  override name = 'LogStoreCorruptError';
-}
 
 /** the most entries covered by a compaction that one write deletes. */
 export const DELETES_PER_WRITE = 1024;
@@ -95,12 +91,10 @@ export class LevelLogStore implements LogStore {
 
   /** save writes one Ready in one batch, synced when `rd.mustSync`. */
   save(rd: SaveBatch): Promise<void> {
+    const refused = checkSave(rd, { offset: this.offset, last: this.last });
+    if (refused !== null) return Promise.reject(refused);
     const head = rd.entries[0];
     const offset = rd.snapshot?.meta.index ?? this.offset;
-    const last = rd.snapshot === null ? this.last : offset;
-    if (head !== undefined && (head.index <= offset || head.index > last + 1)) {
-      return Promise.reject(new RangeError(`save: entries start at ${head.index}; the stored log is (${offset}, ${last}]`));
-    }
     const ops: Op[] = [];
     if (rd.snapshot !== null) {
       // A snapshot from the leader replaces the whole log.
@@ -138,13 +132,11 @@ export class LevelLogStore implements LogStore {
     await this.tail;
     const b = await this.db.get(KEY_IDENTITY);
     if (b === undefined) return null;
-    const v = parseJson(b) as Partial<Identity>;
-    if (typeof v.clusterId !== 'string' || typeof v.nodeId !== 'string' || !Array.isArray(v.members)) throw new LogStoreCorruptError('malformed identity');
-    return { clusterId: v.clusterId, nodeId: v.nodeId, members: v.members.map(String) };
+    return decodeIdentity(b);
   }
 
   bootstrap(identity: Identity): Promise<void> {
-    return this.enqueue([{ type: 'put', key: KEY_IDENTITY, value: new TextEncoder().encode(JSON.stringify(identity)) }], true);
+    return this.enqueue([{ type: 'put', key: KEY_IDENTITY, value: encodeJson(identity) }], true);
   }
 
   async close(): Promise<void> {
@@ -219,42 +211,6 @@ function decodeEntry(key: Bytes, value: Bytes): Entry {
 
 const ENTRY_TYPE_CONF = 1;
 const TERM_MASK = (1n << 56n) - 1n;
-
-function encodeJson(v: HardState | SnapshotMeta): Bytes {
-  return new TextEncoder().encode(JSON.stringify(v));
-}
-
-function decodeHardState(b: Bytes): HardState {
-  const v = parseJson(b) as Partial<HardState>;
-  if (!isIndex(v.term) || !isIndex(v.commit) || !(v.vote === null || typeof v.vote === 'string')) {
-    throw new LogStoreCorruptError('malformed hard state');
-  }
-  return { term: v.term, vote: v.vote, commit: v.commit };
-}
-
-function decodeMeta(b: Bytes): SnapshotMeta {
-  const v = parseJson(b) as Partial<SnapshotMeta> & { members?: unknown };
-  if (!isIndex(v.index) || !isIndex(v.term)) throw new LogStoreCorruptError('malformed snapshot meta');
-  // A store written before membership changes holds the voters as `members`.
-  if (v.conf === undefined && Array.isArray(v.members)) return { index: v.index, term: v.term, conf: confState(v.members.map(String)) };
-  const c = v.conf;
-  if (typeof c !== 'object' || c === null || !Array.isArray(c.voters) || !Array.isArray(c.learners) || typeof c.context !== 'object') {
-    throw new LogStoreCorruptError('malformed snapshot meta');
-  }
-  return { index: v.index, term: v.term, conf: confState(c.voters.map(String), c.learners.map(String), c.context) };
-}
-
-function parseJson(b: Bytes): unknown {
-  try {
-    return JSON.parse(new TextDecoder().decode(b));
-  } catch {
-    throw new LogStoreCorruptError('malformed JSON record');
-  }
-}
-
-function isIndex(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-}
 
 /** copy detaches bytes from LevelDB's buffer (a Node Buffer may share a pooled slab). */
 function copy(b: Bytes): Uint8Array {

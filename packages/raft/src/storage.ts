@@ -33,6 +33,19 @@ export interface LogStore {
   close(): Promise<void>;
 }
 
+/**
+ * checkSave refuses a save whose entries would not follow the stored log `(offset,
+ * last]` (after the save's own snapshot, if it has one): a gap, or entries at or below
+ * the snapshot. Every store checks it before writing anything.
+ */
+export function checkSave(rd: SaveBatch, bounds: { offset: number; last: number }): RangeError | null {
+  const head = rd.entries[0];
+  const offset = rd.snapshot?.meta.index ?? bounds.offset;
+  const last = rd.snapshot === null ? bounds.last : offset;
+  if (head === undefined || (head.index > offset && head.index <= last + 1)) return null;
+  return new RangeError(`save: entries start at ${head.index}; the stored log is (${offset}, ${last}]`);
+}
+
 /** DiskState is the content of a store: the log is `entries` after `snapshot`. */
 interface DiskState {
   hardState: HardState;
@@ -83,12 +96,8 @@ export class MemoryLogStore implements LogStore {
 
   saveSync(rd: SaveBatch): void {
     if (rd.hardState === null && rd.snapshot === null && rd.entries.length === 0) return;
-    const head = rd.entries[0];
-    const offset = rd.snapshot?.meta.index ?? this.bounds.offset;
-    const last = rd.snapshot === null ? this.bounds.last : offset;
-    if (head !== undefined && (head.index <= offset || head.index > last + 1)) {
-      throw new RangeError(`save: entries start at ${head.index}; the stored log is (${offset}, ${last}]`);
-    }
+    const refused = checkSave(rd, this.bounds);
+    if (refused !== null) throw refused;
     this.write({ kind: 'save', batch: { hardState: rd.hardState, snapshot: rd.snapshot, entries: rd.entries, mustSync: rd.mustSync } }, rd.mustSync);
   }
 

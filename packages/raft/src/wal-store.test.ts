@@ -119,7 +119,7 @@ t.test('a damaged record with records after it is corruption, not the end of the
   const b = await readFile(path);
   b[40] = b[40]! ^ 0xff;
   await writeFile(path, b);
-  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'WalCorruptError', message: /an invalid record at byte \d+, and records after it/ });
+  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'LogStoreCorruptError', message: /an invalid record at byte \d+, and records after it/ });
 });
 
 t.test('a missing segment, and a missing or damaged snapshot file, are refused', async (t) => {
@@ -132,15 +132,15 @@ t.test('a missing segment, and a missing or damaged snapshot file, are refused',
   const middle = join(dir, names[Math.floor(names.length / 2)]!);
   const kept = await readFile(middle);
   await rm(middle);
-  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'WalCorruptError', message: /is missing/ });
+  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'LogStoreCorruptError', message: /is missing/ });
   await writeFile(middle, kept);
 
   const snap = join(dir, 'snap', '0000000000000014.snap');
   const good = await readFile(snap);
   await appendFile(snap, 'x');
-  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'WalCorruptError', message: /checksum/ });
+  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'LogStoreCorruptError', message: /checksum/ });
   await rm(snap);
-  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'WalCorruptError', message: /is missing/ });
+  await t.rejects(WalLogStore.open(dir, SMALL), { name: 'LogStoreCorruptError', message: /is missing/ });
   await writeFile(snap, good);
   const again = await WalLogStore.open(dir, SMALL);
   t.same(indexes(await again.load()), Array.from({ length: 80 }, (_, k) => k + 21), 'restored, it loads');

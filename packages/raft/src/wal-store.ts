@@ -42,13 +42,9 @@ import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'nod
 import { join } from 'node:path';
 import { EMPTY_HARD_STATE } from './entry.js';
 import type { Identity } from './identity.js';
-import { confState } from './membership.js';
-import type { LogStore, SaveBatch } from './storage.js';
-import type { Boot, Entry, HardState, Snapshot, SnapshotMeta } from './types.js';
-
-export class WalCorruptError extends Error {
-  override name = 'WalCorruptError';
-}
+import { checkSave, type LogStore, type SaveBatch } from './storage.js';
+import { LogStoreCorruptError, decodeHardState, decodeIdentity, decodeMeta, encodeJson } from './store-records.js';
+import type { Boot, Entry, HardState, Snapshot } from './types.js';
 
 /** the size of a segment; a save larger than that gets a segment of its own size. */
 export const SEGMENT_BYTES = 64 * 1024 * 1024;
@@ -123,12 +119,10 @@ export class WalLogStore implements LogStore {
   }
 
   save(rd: SaveBatch): Promise<void> {
+    const refused = checkSave(rd, { offset: this.offset, last: this.last });
+    if (refused !== null) return Promise.reject(refused);
     const head = rd.entries[0];
     const offset = rd.snapshot?.meta.index ?? this.offset;
-    const last = rd.snapshot === null ? this.last : offset;
-    if (head !== undefined && (head.index <= offset || head.index > last + 1)) {
-      return Promise.reject(new RangeError(`save: entries start at ${head.index}; the stored log is (${offset}, ${last}]`));
-    }
     this.boot = null;
     const records: Uint8Array[] = [];
     let maxIndex = 0;
@@ -172,18 +166,15 @@ export class WalLogStore implements LogStore {
 
   async identity(): Promise<Identity | null> {
     await this.tail;
-    const text = await readFile(join(this.dir, 'identity.json'), 'utf8').catch((e: NodeJS.ErrnoException) => {
+    const bytes = await readFile(join(this.dir, 'identity.json')).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'ENOENT') return null;
       throw e;
     });
-    if (text === null) return null;
-    const v = parseJson(new TextEncoder().encode(text)) as Partial<Identity>;
-    if (typeof v.clusterId !== 'string' || typeof v.nodeId !== 'string' || !Array.isArray(v.members)) throw new WalCorruptError('malformed identity');
-    return { clusterId: v.clusterId, nodeId: v.nodeId, members: v.members.map(String) };
+    return bytes === null ? null : decodeIdentity(bytes);
   }
 
   bootstrap(identity: Identity): Promise<void> {
-    return this.enqueue(() => this.writeAtomically(join(this.dir, 'identity.json'), new TextEncoder().encode(JSON.stringify(identity))));
+    return this.enqueue(() => this.writeAtomically(join(this.dir, 'identity.json'), encodeJson(identity)));
   }
 
   async close(): Promise<void> {
@@ -292,7 +283,7 @@ export class WalLogStore implements LogStore {
   }
 
   private async writeSnapshotFile(s: Snapshot): Promise<void> {
-    const meta = new TextEncoder().encode(JSON.stringify(s.meta));
+    const meta = encodeJson(s.meta);
     const body = new Uint8Array(4 + meta.length + s.data.length);
     const view = new DataView(body.buffer);
     view.setUint32(0, meta.length);
@@ -320,17 +311,17 @@ export class WalLogStore implements LogStore {
   private async readSnapshotFile(rec: SnapshotRecord): Promise<Snapshot> {
     const path = join(this.dir, 'snap', snapshotName(rec.index));
     const file = await readFile(path).catch((e: NodeJS.ErrnoException) => {
-      if (e.code === 'ENOENT') throw new WalCorruptError(`the log starts after snapshot ${rec.index}, whose file ${path} is missing`);
+      if (e.code === 'ENOENT') throw new LogStoreCorruptError(`the log starts after snapshot ${rec.index}, whose file ${path} is missing`);
       throw e;
     });
-    if (file.length < 8) throw new WalCorruptError(`snapshot file ${path} is truncated`);
+    if (file.length < 8) throw new LogStoreCorruptError(`snapshot file ${path} is truncated`);
     const body = file.subarray(4);
-    if (file.readUInt32BE(0) !== crc32(body)) throw new WalCorruptError(`snapshot file ${path} fails its checksum`);
+    if (file.readUInt32BE(0) !== crc32(body)) throw new LogStoreCorruptError(`snapshot file ${path} fails its checksum`);
     const metaLength = body.readUInt32BE(0);
-    if (4 + metaLength > body.length) throw new WalCorruptError(`snapshot file ${path} is truncated`);
+    if (4 + metaLength > body.length) throw new LogStoreCorruptError(`snapshot file ${path} is truncated`);
     const meta = decodeMeta(body.subarray(4, 4 + metaLength));
     if (meta.index !== rec.index || meta.term !== rec.term) {
-      throw new WalCorruptError(`snapshot file ${path} holds ${meta.index}/${meta.term}, the log names ${rec.index}/${rec.term}`);
+      throw new LogStoreCorruptError(`snapshot file ${path} holds ${meta.index}/${meta.term}, the log names ${rec.index}/${rec.term}`);
     }
     return { meta, data: new Uint8Array(body.subarray(4 + metaLength)) };
   }
@@ -346,7 +337,7 @@ export class WalLogStore implements LogStore {
     }
     this.segments.sort((a, b) => a.seq - b.seq);
     for (const [i, s] of this.segments.entries()) {
-      if (i > 0 && s.seq !== this.segments[i - 1]!.seq + 1) throw new WalCorruptError(`segment ${segmentName(this.segments[i - 1]!.seq + 1)} is missing`);
+      if (i > 0 && s.seq !== this.segments[i - 1]!.seq + 1) throw new LogStoreCorruptError(`segment ${segmentName(this.segments[i - 1]!.seq + 1)} is missing`);
     }
     const { boot, end } = await this.read(this.segments);
     // The segments after the last record were made ahead of need (or their head was torn
@@ -391,7 +382,7 @@ export class WalLogStore implements LogStore {
         if (rec === 'invalid') {
           const later = segments.slice(si + 1);
           if (later.length > 0 && !(await allEmpty(later))) {
-            throw new WalCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and records after it`);
+            throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and records after it`);
           }
           break;
         }
@@ -399,7 +390,7 @@ export class WalLogStore implements LogStore {
         const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
         switch (body[0]) {
           case T_ENTRY: {
-            if (body.length < 18) throw new WalCorruptError(`segment ${segmentName(seg.seq)}: a short entry at byte ${pos}`);
+            if (body.length < 18) throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: a short entry at byte ${pos}`);
             const e: Entry = { index: Number(view.getBigUint64(1)), term: Number(view.getBigUint64(9)), data: new Uint8Array(body.subarray(18)) };
             if (body[17] === ENTRY_CONF) e.type = 'conf';
             // An entry at i replaces the entries from i on; one after a gap starts a new
@@ -418,7 +409,7 @@ export class WalLogStore implements LogStore {
             hardState = decodeHardState(body.subarray(1));
             break;
           case T_SNAPSHOT: {
-            if (body.length < 18) throw new WalCorruptError(`segment ${segmentName(seg.seq)}: a short snapshot record at byte ${pos}`);
+            if (body.length < 18) throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: a short snapshot record at byte ${pos}`);
             snap = { index: Number(view.getBigUint64(1)), term: Number(view.getBigUint64(9)) };
             if (body[17] === 1) {
               entries = [];
@@ -429,7 +420,7 @@ export class WalLogStore implements LogStore {
             break;
           }
           default:
-            throw new WalCorruptError(`segment ${segmentName(seg.seq)}: unknown record type ${String(body[0])} at byte ${pos}`);
+            throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: unknown record type ${String(body[0])} at byte ${pos}`);
         }
         pos += HEADER + body.length;
         end = { segment: si, pos };
@@ -441,11 +432,11 @@ export class WalLogStore implements LogStore {
       entries = entries.slice(Math.min(entries.length, offset - first + 1));
       first = offset + 1;
     }
-    if (entries.length > 0 && first !== offset + 1) throw new WalCorruptError(`the log has a gap: it starts at ${first}, after snapshot ${offset}`);
+    if (entries.length > 0 && first !== offset + 1) throw new LogStoreCorruptError(`the log has a gap: it starts at ${first}, after snapshot ${offset}`);
     // The commit index may lag (it is written without sync): never below the snapshot.
     hardState.commit = Math.max(hardState.commit, offset);
     if (hardState.commit > offset + entries.length) {
-      throw new WalCorruptError(`commit ${hardState.commit} beyond the stored log (${offset + entries.length})`);
+      throw new LogStoreCorruptError(`commit ${hardState.commit} beyond the stored log (${offset + entries.length})`);
     }
     return { boot: { hardState, snapshot, entries }, end };
   }
@@ -486,7 +477,7 @@ function entryRecord(e: Entry): Uint8Array {
 }
 
 function hardStateRecord(hs: HardState): Uint8Array {
-  const json = new TextEncoder().encode(JSON.stringify({ term: hs.term, vote: hs.vote, commit: hs.commit }));
+  const json = encodeJson({ term: hs.term, vote: hs.vote, commit: hs.commit });
   const body = new Uint8Array(1 + json.length);
   body[0] = T_HARD_STATE;
   body.set(json, 1);
@@ -575,33 +566,4 @@ function segmentSeqOf(name: string): number | null {
 function snapshotIndexOf(name: string): number | null {
   const m = /^([0-9a-f]{16})\.snap$/.exec(name);
   return m === null ? null : Number.parseInt(m[1]!, 16);
-}
-
-function decodeHardState(b: Uint8Array): HardState {
-  const v = parseJson(b) as Partial<HardState>;
-  if (!isIndex(v.term) || !isIndex(v.commit) || !(v.vote === null || typeof v.vote === 'string')) {
-    throw new WalCorruptError('malformed hard state');
-  }
-  return { term: v.term, vote: v.vote, commit: v.commit };
-}
-
-function decodeMeta(b: Uint8Array): SnapshotMeta {
-  const v = parseJson(b) as Partial<SnapshotMeta>;
-  const c = v.conf;
-  if (!isIndex(v.index) || !isIndex(v.term) || typeof c !== 'object' || c === null || !Array.isArray(c.voters) || !Array.isArray(c.learners) || typeof c.context !== 'object') {
-    throw new WalCorruptError('malformed snapshot meta');
-  }
-  return { index: v.index, term: v.term, conf: confState(c.voters.map(String), c.learners.map(String), c.context) };
-}
-
-function parseJson(b: Uint8Array): unknown {
-  try {
-    return JSON.parse(new TextDecoder().decode(b));
-  } catch {
-    throw new WalCorruptError('malformed JSON record');
-  }
-}
-
-function isIndex(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
