@@ -226,40 +226,40 @@ t.test('LevelLogStore: writes issued without waiting reach the disk in order', a
   await s.close();
 });
 
-for (const [name, openAt] of [['LevelDB store', (dir: string) => LevelLogStore.open(dir)], ['write-ahead log', (dir: string) => WalLogStore.open(dir)]] as const) {
-t.test(`a one-member node restarts from its ${name} with its term, vote, log and commit`, async (t) => {
-  const dir = await tempDir(t);
-  let store: LogStore = await openAt(dir);
-  let node = new RawNode(config('solo', ['solo']), await store.load());
-  const applied: string[] = [];
-  const drive = async (): Promise<void> => {
-    while (node.hasReady()) {
-      const rd = node.ready();
-      await store.save(rd);
-      for (const e of rd.committedEntries) if (e.data.length > 0) applied.push(text(e.data));
-      node.advance(rd);
-    }
-  };
-  node.campaign();
-  await drive();
-  t.ok(node.propose([bytes('x'), bytes('y')]).ok);
-  await drive();
-  t.same(applied, ['x', 'y']);
-  const before = node.status();
-  await store.close();
+for (const [name, openAt] of [['LevelDB store', (dir: string) => LevelLogStore.open(dir)], ['write-ahead log', (dir: string) => WalLogStore.open(dir, { segmentBytes: 1 << 16 })]] as const) {
+  t.test(`a one-member node restarts from its ${name} with its term, vote, log and commit`, async (t) => {
+    const dir = await tempDir(t);
+    let store: LogStore = await openAt(dir);
+    let node = new RawNode(config('solo', ['solo']), await store.load());
+    const applied: string[] = [];
+    const drive = async (): Promise<void> => {
+      while (node.hasReady()) {
+        const rd = node.ready();
+        await store.save(rd);
+        for (const e of rd.committedEntries) if (e.data.length > 0) applied.push(text(e.data));
+        node.advance(rd);
+      }
+    };
+    node.campaign();
+    await drive();
+    t.ok(node.propose([bytes('x'), bytes('y')]).ok);
+    await drive();
+    t.same(applied, ['x', 'y']);
+    const before = node.status();
+    await store.close();
 
-  store = await openAt(dir);
-  node = new RawNode(config('solo', ['solo']), await store.load());
-  const after = node.status();
-  t.same([after.term, after.vote, after.lastIndex, after.commit], [before.term, before.vote, before.lastIndex, before.commit]);
-  applied.length = 0;
-  await drive();
-  t.same(applied, ['x', 'y'], 'committed entries are applied again from the start (no snapshot)');
-  node.campaign();
-  await drive();
-  t.ok(node.propose([bytes('z')]).ok);
-  await drive();
-  t.same(applied, ['x', 'y', 'z']);
-  await store.close();
-});
+    store = await openAt(dir);
+    node = new RawNode(config('solo', ['solo']), await store.load());
+    const after = node.status();
+    t.same([after.term, after.vote, after.lastIndex, after.commit], [before.term, before.vote, before.lastIndex, before.commit]);
+    applied.length = 0;
+    await drive();
+    t.same(applied, ['x', 'y'], 'committed entries are applied again from the start (no snapshot)');
+    node.campaign();
+    await drive();
+    t.ok(node.propose([bytes('z')]).ok);
+    await drive();
+    t.same(applied, ['x', 'y', 'z']);
+    await store.close();
+  });
 }

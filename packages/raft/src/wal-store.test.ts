@@ -5,7 +5,7 @@
 // never acknowledged) is dropped and zeroed, and writes go on after it; a damaged record
 // with records after it, a missing segment and a missing or damaged snapshot file are
 // refused, never skipped; a save larger than a segment gets a segment of its own.
-import { appendFile, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { appendFile, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -95,7 +95,7 @@ t.test('a torn record at the end of the last segment is dropped and zeroed; writ
   torn.writeUInt32BE(500, 0);
   torn.writeUInt32BE(0xdeadbeef, 4);
   torn.fill(7, 8);
-  const fh = await import('node:fs/promises').then((m) => m.open(path, 'r+'));
+  const fh = await open(path, 'r+');
   await fh.write(torn, 0, torn.length, end);
   await fh.close();
 

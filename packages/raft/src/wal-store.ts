@@ -79,6 +79,8 @@ export class WalLogStore implements LogStore {
   private fh: FileHandle | null = null;
   /** the write position in the current segment (the last of `segments`). */
   private pos = 0;
+  /** whether the current segment has writes no `fdatasync` has covered yet. */
+  private unsynced = false;
   private tail: Promise<void> = Promise.resolve();
   /** the next segment, made ahead of need; null when none is being made. */
   private spare: Promise<Segment> | null = null;
@@ -211,10 +213,16 @@ export class WalLogStore implements LogStore {
     await writeAll(fh, bytes, this.pos);
     this.pos += bytes.length;
     seg.maxIndex = Math.max(seg.maxIndex, maxIndex);
+    this.unsynced = !sync;
     if (sync) await fh.datasync();
   }
 
-  /** Moves the writes to a new segment, which starts with the hard state and the snapshot record. */
+  /**
+   * Moves the writes to a new segment, which starts with the hard state and the
+   * snapshot record. The segment left behind is synced first: records after it must
+   * never be durable while its own unsynced tail could be torn. The new segment's head
+   * is synced with the first synced write after it.
+   */
   private async cut(need: number): Promise<void> {
     const { hardState, snap } = this.written;
     const head = concat([hardStateRecord(hardState), ...(snap === null ? [] : [snapshotRecord(snap, false)])]);
@@ -226,11 +234,14 @@ export class WalLogStore implements LogStore {
       if (next !== null) await rm(next.path, { force: true });
       next = await this.makeSegment(seq, Math.max(size, this.segmentBytes));
     }
+    if (this.fh !== null) {
+      if (this.unsynced) await this.fh.datasync();
+      await this.fh.close();
+    }
     const fh = await open(next.path, 'r+');
     await writeAll(fh, head, 0);
-    await fh.datasync();
-    await this.fh?.close();
     this.fh = fh;
+    this.unsynced = true;
     this.pos = head.length;
     this.segments.push(next);
     this.makeSpare();
@@ -250,13 +261,13 @@ export class WalLogStore implements LogStore {
     const fh = await open(tmp, 'w');
     try {
       // Synced a chunk at a time: one sync of the whole segment would put tens of
-      // megabytes in the disk's queue ahead of the log's next synced write.
+      // megabytes in the disk's queue ahead of the log's next synced write. The last
+      // chunk's sync also makes the file's size durable.
       const zeros = new Uint8Array(Math.min(ZERO_CHUNK, size));
       for (let at = 0; at < size; at += zeros.length) {
         await writeAll(fh, zeros.subarray(0, Math.min(zeros.length, size - at)), at);
         await fh.datasync();
       }
-      await fh.sync();
     } finally {
       await fh.close();
     }
@@ -328,12 +339,11 @@ export class WalLogStore implements LogStore {
 
   /** Reads every segment at open: the boot state, the write position, a torn tail zeroed. */
   private async replay(): Promise<void> {
-    const walDir = this.dir;
-    const names = await readdir(walDir);
-    for (const n of names) if (n.endsWith('.tmp')) await rm(join(walDir, n), { force: true });
+    const names = await readdir(this.dir);
+    for (const n of names) if (n.endsWith('.tmp')) await rm(join(this.dir, n), { force: true });
     for (const n of names) {
       const seq = segmentSeqOf(n);
-      if (seq !== null) this.segments.push({ seq, path: join(walDir, n), size: 0, maxIndex: 0 });
+      if (seq !== null) this.segments.push({ seq, path: join(this.dir, n), size: 0, maxIndex: 0 });
     }
     this.segments.sort((a, b) => a.seq - b.seq);
     for (const [i, s] of this.segments.entries()) {
