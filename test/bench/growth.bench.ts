@@ -9,10 +9,17 @@
  * the answers by status; then it stops the node and times a restart to ready.
  *
  *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--json out.json]
- *                           [--main /other/checkout/packages/node/dist/main.js]
+ *                           [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
+ *                           [--server-env APL_NAME=value ...]
  *
  * --main runs another build of the server under the same load, to set two designs side
  * by side on the same machine (its store's figures are blank when it has no state store).
+ * --wal-dir puts the Raft log on another filesystem (`<data_dir>/wal` a link to it);
+ * --server-env APL_STORE_WRITE_BUFFER_BYTES=67108864 (repeatable) sets the server's configuration.
+ *
+ * A slow answer's span is also read from the kernel (support/sched.ts): whether the
+ * JavaScript thread ran, waited for a CPU or was blocked, and which of the server's
+ * threads sat in disk sleep, in which syscall on which file.
  *
  * The first `--warmup` intents, on the same connections, are a row of their own: the
  * 64 TLS handshakes and the server's first compilations all land in the first second,
@@ -28,6 +35,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Client, TOKENS } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
+import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
 import { countsSince, fsyncsSince, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
@@ -40,14 +48,22 @@ const { values: a } = parseArgs({
     parties: { type: 'string', default: '256' },
     json: { type: 'string' },
     main: { type: 'string' },
+    'wal-dir': { type: 'string' },
+    'server-env': { type: 'string', multiple: true },
   },
 });
 const total = Number(a.intents);
 const windowIntents = Number(a.window);
 const warmupIntents = Number(a.warmup);
 
-const build = a.main === undefined ? {} : { mainJs: a.main };
-const server = await startBenchServer(build);
+const serverEnv = Object.fromEntries((a['server-env'] ?? []).map((kv) => {
+  const m = /^(APL_[A-Z0-9_]+)=(.*)$/s.exec(kv);
+  if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value`);
+  return [m[1]!, m[2]!];
+}));
+const build = { ...(a.main === undefined ? {} : { mainJs: a.main }), env: serverEnv };
+const server = await startBenchServer({ ...build, ...(a['wal-dir'] === undefined ? {} : { walDir: a['wal-dir'] }) });
+const sched = new SchedSampler(server.proc.pid);
 type Row = LoadStats & {
   recorded: number; rssBytes: number; heapBytes: number;
   /** the server's CPU per intent in the window, by thread kind, in milliseconds. */
@@ -60,6 +76,8 @@ type Row = LoadStats & {
   loopMaxMs: number; readiesOver25ms: number;
   /** collections over 10 and over 100 ms, by kind (minor, major, ...). */
   gc: Record<string, { over10ms: number; over100ms: number }>;
+  /** the kernel's account of the slowest answer's span (see sched.ts). */
+  maxSpan: SchedSpan | null;
 };
 const rows: Row[] = [];
 let warmup: Row | null = null;
@@ -87,6 +105,7 @@ try {
       loopMaxMs: gauges.loopDelay.maxMs,
       readiesOver25ms: gauges.over25ms.ready.over - gaugesBefore.over25ms.ready.over,
       gc: gcSince(gaugesBefore, gauges),
+      maxSpan: sched.span(w.maxSentAt, w.maxSentAt + w.max),
     };
     cpuBefore = cpu;
     storeBefore = store;
@@ -96,6 +115,7 @@ try {
     console.log(`| ${label} | ${Math.round(w.intentsPerSecond).toLocaleString('en-US')} | ${w.p50.toFixed(1)} ms | ${w.p99.toFixed(1)} ms | ${w.max.toFixed(0)} ms | ${w.maxAtSeconds.toFixed(1)} s | ${mb(row.rssBytes)} | ${mb(row.heapBytes)} | ${c.main.toFixed(2)} / ${c.v8.toFixed(2)} / ${c.native.toFixed(2)} ms | ${mb(row.storeFlushedBytes)} / ${mb(row.storeCompactedBytes)} | ${syncs(row.fsyncs)} | ${answers} |`);
     return row;
   };
+  const loadStart = performance.now();
   await runLoad({
     urls: [server.proc.agentUrl], ca: server.ca, concurrency: Number(a.concurrency), mix, intents: warmupIntents + total, windowIntents, warmupIntents,
     onWarmup: async (w) => {
@@ -107,6 +127,8 @@ try {
       rows.push(await line(recorded.toLocaleString('en-US'), w));
     },
   });
+  console.log(`over the whole load, ${describeSpan(sched.span(loadStart, performance.now() - 50))}`);
+  sched.stop();
   await server.stop({ keepData: true });
   const t0 = performance.now();
   const again = await startBenchServer({ ...build, dataDir: server.dataDir, startTimeoutMs: 300_000 });
@@ -118,6 +140,7 @@ try {
   console.log(`restart of the ${recorded.toLocaleString('en-US')}-intent node: ready in ${(restartMs / 1000).toFixed(2)} s (applied index ${digest.body?.applied_index})`);
   await again.stop();
 } finally {
+  sched.stop();
   await server.stop().catch(() => undefined);
 }
 
@@ -133,6 +156,7 @@ if (first && last) {
   console.log(`max latency ${maxLatency.toFixed(0)} ms after the warm-up (target 250): ${verdict(maxLatency <= 250)}${warm ? `; in the warm-up ${warm.max.toFixed(0)} ms` : ''}`);
   for (const r of rows.filter((x) => x.max > 250)) {
     console.log(`  the window to ${r.recorded.toLocaleString('en-US')}: max ${r.max.toFixed(0)} ms at ${r.maxAtSeconds.toFixed(1)} s; meanwhile synced writes over 100 / 250 ms ${r.fsyncs.over100ms} / ${r.fsyncs.over250ms}, event-loop delay max ${r.loopMaxMs.toFixed(0)} ms, Readies over 25 ms ${r.readiesOver25ms}, collections over 10 / 100 ms ${Object.entries(r.gc).filter(([, g]) => g.over10ms > 0).map(([k, g]) => `${k} ${g.over10ms} / ${g.over100ms}`).join(', ') || 'none'}`);
+    console.log(`    ${describeSpan(r.maxSpan)}`);
   }
   console.log(`503 answers: ${unavailable}: ${verdict(unavailable === 0)}`);
   console.log(`peak heap ${mb(peakHeap)}; restart ${(restartMs / 1000).toFixed(2)} s (target 5): ${verdict(restartMs < 5000)}`);

@@ -43,6 +43,8 @@ export interface LoadStats {
   max: number;
   /** when the slowest intent of the window was sent, in seconds since the load began. */
   maxAtSeconds: number;
+  /** the same moment as this process's performance.now(). */
+  maxSentAt: number;
   readP99: number;
   /** answers by status code, and verdicts of the 200s. */
   statuses: Record<string, number>;
@@ -84,6 +86,7 @@ class Window {
       p99: percentile(lat, 99),
       max: lat.length === 0 ? 0 : lat[lat.length - 1]!,
       maxAtSeconds: (this.maxSentAt - this.loadStart) / 1000,
+      maxSentAt: this.maxSentAt,
       readP99: percentile(reads, 99),
       statuses: this.statuses,
       verdicts: this.verdicts,

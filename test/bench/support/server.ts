@@ -5,7 +5,7 @@
  * (/proc) and from its own metrics, never from inside the load generator.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, TOKENS, testCerts } from '../../support/node.js';
@@ -106,10 +106,19 @@ export interface ServerOptions {
   dataDir?: string;
   env?: Record<string, string>;
   startTimeoutMs?: number;
+  /**
+   * a directory elsewhere (another device) for the Raft log: `<data_dir>/wal` is made a
+   * symbolic link to it before the server starts, as an operator mounts a device there.
+   */
+  walDir?: string;
 }
 
 export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServer> {
   const dataDir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'apl-bench-'));
+  if (o.walDir !== undefined && o.dataDir === undefined) {
+    mkdirSync(o.walDir, { recursive: true });
+    symlinkSync(o.walDir, join(dataDir, 'wal'));
+  }
   const nodeArgs = o.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`];
   const proc = await spawnNode(nodeEnv(dataDir, o.env ?? {}), {
     ...(o.execPath === undefined ? {} : { execPath: o.execPath }),
@@ -136,7 +145,10 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     stop: async (s = {}) => {
       client.close();
       await proc.stop();
-      if (!s.keepData && o.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+      if (!s.keepData && o.dataDir === undefined) {
+        rmSync(dataDir, { recursive: true, force: true });
+        if (o.walDir !== undefined) rmSync(o.walDir, { recursive: true, force: true });
+      }
     },
   };
 }
