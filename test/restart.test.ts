@@ -2,8 +2,9 @@
 // stopped after a stream of intents opens at the applied index its store holds and
 // applies no entry again (only a new leader's no-op follows); its state, digest and
 // reads are those it had; a data directory whose Raft log is the LevelDB store of
-// earlier releases keeps it; and obligations other than the owed ones come in pages.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+// earlier releases keeps it; the write-ahead log may be a link to another directory
+// (another device); and obligations other than the owed ones come in pages.
+import { existsSync, lstatSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -86,6 +87,41 @@ t.test('a data directory whose Raft log is a LevelDB store keeps using it, acros
     await second.close();
   }
   t.notOk(existsSync(join(dir, 'wal')), 'still no write-ahead log');
+});
+
+t.test('the Raft log may live elsewhere: <data_dir>/wal a link to another directory, across compaction and restart', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-restart-waldir-'));
+  const elsewhere = mkdtempSync(join(tmpdir(), 'apl-restart-device-'));
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(elsewhere, { recursive: true, force: true });
+  });
+  // As an operator gives the log its own device: mounted, or linked, at <data_dir>/wal.
+  symlinkSync(elsewhere, join(dir, 'wal'));
+  const opts = { snapshot_interval_entries: 20, snapshot_catchup_entries: 0 };
+  const first = await startTestNode(opts, dir);
+  await bootstrap(first);
+  const att = await first.issuer.sign(AGENT_A);
+  const ids: string[] = [];
+  for (let k = 0; k < 40; k++) ids.push((await first.api('POST', '/api/v1/intents', { body: envelope(att, { minor: 10 + k }) })).body.transaction);
+  const digest = (await first.adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  const issuer = first.issuer;
+  await first.close();
+  t.ok(lstatSync(join(dir, 'wal')).isSymbolicLink(), 'the link is left in place');
+  t.ok(readdirSync(elsewhere).some((n) => n.endsWith('.wal')), 'the segments are in the other directory');
+  t.ok(readdirSync(join(elsewhere, 'snap')).some((n) => n.endsWith('.snap')), 'and the compaction\'s snapshot records');
+
+  const second = await startTestNode(opts, dir);
+  try {
+    const after = (await second.adm('operator', 'GET', '/admin/v1/log/digest')).body;
+    t.equal(after.state_hash, digest.state_hash, 'it restarts to the same state');
+    t.ok(after.applied_index >= digest.applied_index, 'every entry applied before is there (a new term adds its no-op)');
+    const att2 = await issuer.sign(AGENT_A);
+    t.equal((await second.api('GET', `/api/v1/transactions/${ids[39]}`, { token: att2 })).status, 200, 'the last intent reads back');
+    t.equal((await second.api('POST', '/api/v1/intents', { body: envelope(att2, { minor: 99 }) })).status, 200, 'and intents go on');
+  } finally {
+    await second.close();
+  }
 });
 
 t.test('obligations in a state other than owed come in pages, in id order', async (t) => {
