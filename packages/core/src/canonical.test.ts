@@ -1,6 +1,7 @@
 // Proves the canonical encoding follows RFC 8785 (sorted keys by UTF-16 code units,
 // ECMAScript number and string forms, no white space) and extends it to bigint.
 import t from 'tap';
+import fc from 'fast-check';
 import { canonicalHash, canonicalJson, sha256Hex } from './canonical.js';
 
 t.test('keys are sorted by UTF-16 code units at every depth', async (t) => {
@@ -27,4 +28,43 @@ t.test('undefined members are omitted, as JSON does', async (t) => {
 t.test('the hash of a value does not depend on the order it was built in', async (t) => {
   t.equal(canonicalHash({ a: 1, b: 2 }), canonicalHash({ b: 2, a: 1 }));
   t.equal(sha256Hex(''), 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+});
+
+t.test('integer-like keys are sorted as strings, not in the engine\'s numeric order', async (t) => {
+  t.equal(canonicalJson({ 10: 'a', 2: 'b', x: { 1: 0, 0: 1 } }), '{"10":"a","2":"b","x":{"0":1,"1":0}}');
+  t.equal(canonicalJson({ 1: 'a', 2: 'b' }), '{"1":"a","2":"b"}');
+});
+
+t.test('undefined items are null, a null-prototype object is plain, and no toJSON is called', async (t) => {
+  t.equal(canonicalJson({ a: [1, undefined, { b: 2n }], c: 'x' }), '{"a":[1,null,{"b":2}],"c":"x"}');
+  t.equal(canonicalJson([, 1]), '[null,1]', 'a hole is null');
+  t.equal(canonicalJson(Object.assign(Object.create(null) as object, { b: 1, a: -0 })), '{"a":0,"b":1}');
+  t.throws(() => canonicalJson({ a: Number.POSITIVE_INFINITY }), TypeError);
+  t.throws(() => canonicalJson({ a: new Date(0) }), TypeError, 'a Date is not written as its toJSON');
+  t.throws(() => canonicalJson({ a: () => 1 }), TypeError);
+  t.throws(() => canonicalJson([Symbol('s')]), TypeError);
+});
+
+/** The canonical form written the plainest way, as the oracle. */
+function reference(v: unknown): string {
+  if (typeof v === 'bigint') return v.toString();
+  if (Array.isArray(v)) return `[${v.map((x) => reference(x === undefined ? null : x)).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${reference(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+t.test('any JSON-like value, sorted or not, with bigints or not, has the reference form', async (t) => {
+  const key = fc.oneof(fc.string({ maxLength: 4 }), fc.constantFrom('0', '1', '10', '2', 'a', 'b', '\u20ac', '\ud83d\ude00'));
+  const leaf = fc.oneof(fc.string(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.bigInt(), fc.boolean(), fc.constant(null), fc.constant(undefined));
+  const { value } = fc.letrec((tie) => ({
+    value: fc.oneof({ depthSize: 'small' }, leaf, fc.array(tie('value'), { maxLength: 5 }), fc.dictionary(key, tie('value'), { maxKeys: 6 })),
+  }));
+  // One assertion for the lot: fast-check throws with the smallest counterexample.
+  t.doesNotThrow(() => fc.assert(fc.property(value, (v) => {
+    const root = v === undefined ? null : v;
+    return canonicalJson(root) === reference(root);
+  }), { numRuns: 2000 }));
 });
