@@ -28,6 +28,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Level } from 'level';
+import { ThreadedLevel } from './level-thread.js';
 import {
   addHash, decodeRecord, EMPTY_STATE_HASH, encodeRecord, GENESIS_HASH, hashHex, isHashed, META_KEYS, reads, recordHash, View,
   type Commit, type LedgerMeta, type Operation, type ReadSet, type Slot,
@@ -56,7 +57,8 @@ export interface SnapshotChunk {
 }
 
 /** What a backend must do: the few LevelDB calls the store makes, so a test can make them fail. */
-export type LevelDb = Level<string, string>;
+/** The store's LevelDB, on its own thread (level-thread.ts). */
+export type LevelDb = ThreadedLevel;
 export type WrapDb = (db: LevelDb) => LevelDb;
 
 const META_KEY = 'chain/meta';
@@ -501,7 +503,7 @@ export class LedgerStore {
 }
 
 async function openDb(path: string, wrap: WrapDb, tuning: LevelTuning): Promise<LevelDb> {
-  const db = new Level<string, string>(path, { writeBufferSize: tuning.writeBufferBytes, blockSize: tuning.blockBytes });
+  const db = new ThreadedLevel(path, { writeBufferSize: tuning.writeBufferBytes, blockSize: tuning.blockBytes });
   await db.open();
   return wrap(db);
 }
