@@ -504,7 +504,12 @@ export class LedgerStore {
 
 async function openDb(path: string, wrap: WrapDb, tuning: LevelTuning): Promise<LevelDb> {
   const db = new ThreadedLevel(path, { writeBufferSize: tuning.writeBufferBytes, blockSize: tuning.blockBytes });
-  await db.open();
+  try {
+    await db.open();
+  } catch (err) {
+    await db.close().catch(() => undefined); // the thread goes with the failed open
+    throw err;
+  }
   return wrap(db);
 }
 

@@ -1,8 +1,9 @@
 // Proves the state store's LevelDB on its own thread answers as classic-level does:
 // reads, batches, ranges in both directions across the iterator's batches, snapshots
 // that keep the store as it was, errors with their codes; that an iterator left early
-// and the store itself close cleanly; and that an idle thread does not keep the
-// process alive while a waiting request does.
+// and the store itself close cleanly; that a store held open elsewhere is refused and
+// the refused handle closes; and that an idle thread does not keep the process alive
+// while a waiting request does.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -82,6 +83,17 @@ t.test('an iterator left early is closed; errors keep their codes; a closed stor
   await db.close();
   await t.rejects(db.get(key(1)), /closed/, 'a request after close is refused');
   await db.close();
+});
+
+t.test('a store another handle holds open is refused, and the refused handle closes', async (t) => {
+  const db = await open(t);
+  const second = new ThreadedLevel(db.location);
+  const err = await second.open().then(() => null, (e: Error & { code?: string }) => e);
+  t.ok(err instanceof Error, 'LevelDB\'s lock refuses a second opener');
+  t.equal(err?.code, 'LEVEL_DATABASE_NOT_OPEN');
+  await second.close();
+  await t.rejects(second.get('a'), /closed/);
+  t.equal(await db.get('a'), undefined, 'the first handle is untouched');
 });
 
 t.test('an idle LevelDB thread does not keep the process alive; a waiting request does', async (t) => {
