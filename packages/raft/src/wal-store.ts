@@ -36,7 +36,8 @@
 // the latest snapshot record, so that the segments before it are not needed to know
 // them. A compaction (saveSnapshot) writes the snapshot's file, then its record, then
 // deletes the segments whose entries are all covered: it costs a few unlinks, whatever
-// the length of the log. The next segment is made in the background, ahead of need.
+// the length of the log, and they run beside later writes, not ahead of them. The next
+// segment is made in the background, ahead of need.
 import { crc32 } from 'node:zlib';
 import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -82,6 +83,8 @@ export class WalLogStore implements LogStore {
   /** whether the current segment has writes no `fdatasync` has covered yet. */
   private unsynced = false;
   private tail: Promise<void> = Promise.resolve();
+  /** the deletions past compactions left to do, one after another (see dropCovered). */
+  private cleanup: Promise<void> = Promise.resolve();
   /** the next segment, made ahead of need; null when none is being made. */
   private spare: Promise<Segment> | null = null;
   /**
@@ -162,8 +165,13 @@ export class WalLogStore implements LogStore {
       await this.writeSnapshotFile(snapshot);
       await this.append(snapshotRecord(record, false), 0, true);
       this.written.snap = record;
-      await this.dropCovered(index);
+      this.dropCovered(index);
     });
+  }
+
+  /** Settles once the files past compactions made garbage are deleted. */
+  async settled(): Promise<void> {
+    await this.cleanup;
   }
 
   async identity(): Promise<Identity | null> {
@@ -181,6 +189,7 @@ export class WalLogStore implements LogStore {
 
   async close(): Promise<void> {
     await this.tail.catch(() => undefined);
+    await this.cleanup;
     const spare = this.spare;
     this.spare = null;
     // A spare being made is left to finish; an unfinished one is removed by the next open.
@@ -276,21 +285,33 @@ export class WalLogStore implements LogStore {
     return { seq, path, size, maxIndex: 0 };
   }
 
-  /** Deletes the segments before the current one whose entries are all at or below `index`. */
-  private async dropCovered(index: number): Promise<void> {
+  /**
+   * Deletes the segments before the current one whose entries are all at or below
+   * `index`, and the snapshot files before it, once the snapshot's record is durable.
+   * They are garbage from then on, so the deletions run beside the writes that follow
+   * instead of ahead of them: an unlink on a busy filesystem can take hundreds of
+   * milliseconds, and every commit would wait behind it. The segments leave the list
+   * at once; a crash before their files are gone leaves what a crash between the record
+   * and the deletions always could, and open() reads past them. A deletion that fails
+   * fails the store, as a failed write does.
+   */
+  private dropCovered(index: number): void {
     const current = this.segments.at(-1);
     const drop = this.segments.filter((s) => s !== current && s.maxIndex <= index);
-    if (drop.length > 0) {
-      for (const s of drop) await rm(s.path, { force: true });
-      this.segments.splice(0, this.segments.length, ...this.segments.filter((s) => !drop.includes(s)));
-      await syncDir(this.dir);
-    }
-    // Snapshots older than the one the log now starts at are not needed again.
-    const names = await readdir(join(this.dir, 'snap'));
-    for (const n of names) {
-      const i = snapshotIndexOf(n);
-      if (i !== null && i < index) await rm(join(this.dir, 'snap', n), { force: true });
-    }
+    this.segments.splice(0, this.segments.length, ...this.segments.filter((s) => !drop.includes(s)));
+    this.cleanup = this.cleanup.then(async () => {
+      if (drop.length > 0) {
+        for (const s of drop) await rm(s.path, { force: true });
+        await syncDir(this.dir);
+      }
+      const names = await readdir(join(this.dir, 'snap'));
+      for (const n of names) {
+        const i = snapshotIndexOf(n);
+        if (i !== null && i < index) await rm(join(this.dir, 'snap', n), { force: true });
+      }
+    }).catch((e: unknown) => {
+      this.failed ??= e instanceof Error ? e : new Error(String(e));
+    });
   }
 
   private async writeSnapshotFile(s: Snapshot): Promise<void> {
