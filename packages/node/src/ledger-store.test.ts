@@ -172,7 +172,22 @@ t.test('a store streamed in chunks to a fresh directory verifies, installs and h
     t.equal(position.applied, source.position.applied);
     const name = await target.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks);
     t.equal(target.position.applied, 0, 'nothing changes before the install');
+    // The planes keep reading while the store is switched: no read may find it closed.
+    const key = `${TABLES.party.prefix}party_acme`;
+    let reading = true;
+    const reads: Promise<unknown>[] = [];
+    const reader = (async () => {
+      while (reading) {
+        reads.push(target.get(key));
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
     await target.install(name);
+    reading = false;
+    await reader;
+    const settled = await Promise.allSettled(reads);
+    t.same(settled.filter((r) => r.status === 'rejected'), [], `none of ${settled.length} reads racing the install failed`);
+    t.ok(await target.get(key), 'the installed store answers');
     t.same(target.position, source.position, 'the position travels with the records');
     t.same(await contents(target), await contents(source), 'every record is there');
     const journal: string[] = [];

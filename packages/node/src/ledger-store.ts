@@ -483,17 +483,34 @@ export class LedgerStore {
     return (await this.db.get(key)) ?? null;
   }
 
-  /** Switches to a received store: the CURRENT pointer moves in one rename, then the old one goes. */
+  /**
+   * Switches to a received store: it is opened beside the old one, the CURRENT pointer
+   * moves in one rename, reads go to it from then on, and the old one is closed (after
+   * the reads already sent to it are answered) and removed. A plane's read never finds
+   * the store closed in between. A read that raced the switch answers what it read but
+   * does not enter the cache (the commit count moves), so the cache holds only records
+   * of the new store.
+   */
   async install(name: string): Promise<void> {
     await this.landed();
-    await this.db.close();
+    const next = await openDb(join(this.dir, name), this.wrap, this.tuning);
+    let pos: StorePosition;
+    try {
+      pos = await readPosition(next);
+    } catch (err) {
+      await next.close().catch(() => undefined);
+      throw err;
+    }
     writePointer(this.dir, name);
-    rmSync(join(this.dir, this.current), { recursive: true, force: true });
+    const [old, oldName] = [this.db, this.current];
+    this.db = next;
     this.current = name;
-    this.db = await openDb(join(this.dir, name), this.wrap, this.tuning);
-    this.pos = await readPosition(this.db);
+    this.pos = pos;
+    this.commits++;
     this.inflight.clear();
     this.cache.clear();
+    await old.close();
+    rmSync(join(this.dir, oldName), { recursive: true, force: true });
   }
 
   async close(): Promise<void> {
