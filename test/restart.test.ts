@@ -51,19 +51,28 @@ t.test('a restarted node applies nothing its store already holds', async (t) => 
   }
 });
 
+/** Compaction every 20 entries, keeping none before the applied index. */
+const COMPACT_OFTEN = { snapshot_interval_entries: 20, snapshot_catchup_entries: 0 };
+
+/** A node on `dir` bootstrapped, 40 intents recorded, then stopped: their ids, its digest and its issuer. */
+async function fortyIntents(dir: string): Promise<{ ids: string[]; digest: { applied_index: number; state_hash: string }; issuer: Awaited<ReturnType<typeof startTestNode>>['issuer'] }> {
+  const first = await startTestNode(COMPACT_OFTEN, dir);
+  await bootstrap(first);
+  const att = await first.issuer.sign(AGENT_A);
+  const ids: string[] = [];
+  for (let k = 0; k < 40; k++) ids.push((await first.api('POST', '/api/v1/intents', { body: envelope(att, { minor: 10 + k }) })).body.transaction);
+  const digest = (await first.adm('operator', 'GET', '/admin/v1/log/digest')).body as { applied_index: number; state_hash: string };
+  const issuer = first.issuer;
+  await first.close();
+  return { ids, digest, issuer };
+}
+
 t.test('a data directory whose Raft log is a LevelDB store keeps using it, across restarts', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'apl-restart-legacy-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   // The Raft log as a release before the write-ahead log made it: LevelDB under raft/.
   await (await LevelLogStore.open(join(dir, 'raft'))).close();
-  const first = await startTestNode({ snapshot_interval_entries: 20, snapshot_catchup_entries: 0 }, dir);
-  await bootstrap(first);
-  const att = await first.issuer.sign(AGENT_A);
-  const ids: string[] = [];
-  for (let k = 0; k < 40; k++) ids.push((await first.api('POST', '/api/v1/intents', { body: envelope(att, { minor: 10 + k }) })).body.transaction);
-  const digest = (await first.adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  const issuer = first.issuer;
-  await first.close();
+  const { ids, digest, issuer } = await fortyIntents(dir);
   t.notOk(existsSync(join(dir, 'wal')), 'no write-ahead log was made beside it');
   const boot = await (async () => {
     const log = await LevelLogStore.open(join(dir, 'raft'));
@@ -98,20 +107,12 @@ t.test('the Raft log may live elsewhere: <data_dir>/wal a link to another direct
   });
   // As an operator gives the log its own device: mounted, or linked, at <data_dir>/wal.
   symlinkSync(elsewhere, join(dir, 'wal'));
-  const opts = { snapshot_interval_entries: 20, snapshot_catchup_entries: 0 };
-  const first = await startTestNode(opts, dir);
-  await bootstrap(first);
-  const att = await first.issuer.sign(AGENT_A);
-  const ids: string[] = [];
-  for (let k = 0; k < 40; k++) ids.push((await first.api('POST', '/api/v1/intents', { body: envelope(att, { minor: 10 + k }) })).body.transaction);
-  const digest = (await first.adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  const issuer = first.issuer;
-  await first.close();
+  const { ids, digest, issuer } = await fortyIntents(dir);
   t.ok(lstatSync(join(dir, 'wal')).isSymbolicLink(), 'the link is left in place');
   t.ok(readdirSync(elsewhere).some((n) => n.endsWith('.wal')), 'the segments are in the other directory');
   t.ok(readdirSync(join(elsewhere, 'snap')).some((n) => n.endsWith('.snap')), 'and the compaction\'s snapshot records');
 
-  const second = await startTestNode(opts, dir);
+  const second = await startTestNode(COMPACT_OFTEN, dir);
   try {
     const after = (await second.adm('operator', 'GET', '/admin/v1/log/digest')).body;
     t.equal(after.state_hash, digest.state_hash, 'it restarts to the same state');

@@ -136,13 +136,13 @@ t.test('a crash after a compaction\'s record, before its deletions, opens to the
   for (const n of await readdir(join(dir, 'snap'))) kept.set(join('snap', n), await readFile(join(dir, 'snap', n)));
   await s.saveSnapshot(snapshot(150, 1));
   await s.close();
-  let restored = 0;
+  const restored: string[] = [];
   for (const [n, bytes] of kept) {
     if ((await readdir(join(dir, n, '..'))).includes(n.split('/').at(-1)!)) continue;
     await writeFile(join(dir, n), bytes);
-    restored++;
+    restored.push(n);
   }
-  t.ok(restored >= 2, `${restored} deleted files put back, as if the process had stopped before deleting them`);
+  t.ok(restored.length >= 2, `${restored.length} deleted files put back, as if the process had stopped before deleting them`);
   s = await WalLogStore.open(dir, SMALL);
   const b = await s.load();
   t.equal(b.snapshot?.meta.index, 150, 'the latest snapshot record wins');
@@ -150,6 +150,8 @@ t.test('a crash after a compaction\'s record, before its deletions, opens to the
   await s.saveSnapshot(snapshot(180, 1));
   await s.settled();
   t.same(await readdir(join(dir, 'snap')), ['00000000000000b4.snap'], 'the next compaction deletes what was left');
+  const left = await segments(dir);
+  t.same(restored.filter((n) => left.includes(n)), [], 'and the segments put back (all at or below 150)');
   await s.close();
 });
 
