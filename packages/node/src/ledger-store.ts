@@ -56,8 +56,10 @@ export interface SnapshotChunk {
   digest: string;
 }
 
-/** What a backend must do: the few LevelDB calls the store makes, so a test can make them fail. */
-/** The store's LevelDB, on its own thread (level-thread.ts). */
+/**
+ * The store's LevelDB, on its own thread (level-thread.ts): the few calls the store
+ * makes, which a test may wrap to make them fail.
+ */
 export type LevelDb = ThreadedLevel;
 export type WrapDb = (db: LevelDb) => LevelDb;
 
@@ -192,14 +194,7 @@ export class LedgerStore {
     }
     const wrap = opts.wrap ?? ((db: LevelDb) => db);
     const tuning = { writeBufferBytes: opts.writeBufferBytes ?? WRITE_BUFFER_BYTES_DEFAULT, blockBytes: opts.blockBytes ?? BLOCK_BYTES_DEFAULT };
-    const db = await openDb(join(dir, current), wrap, tuning);
-    let position: StorePosition;
-    try {
-      position = await readPosition(db);
-    } catch (err) {
-      await db.close();
-      throw err;
-    }
+    const { db, position } = await openDb(join(dir, current), wrap, tuning);
     return new LedgerStore(dir, db, current, position, opts.cacheEntriesMax, wrap, tuning);
   }
 
@@ -493,14 +488,7 @@ export class LedgerStore {
    */
   async install(name: string): Promise<void> {
     await this.landed();
-    const next = await openDb(join(this.dir, name), this.wrap, this.tuning);
-    let pos: StorePosition;
-    try {
-      pos = await readPosition(next);
-    } catch (err) {
-      await next.close().catch(() => undefined);
-      throw err;
-    }
+    const { db: next, position: pos } = await openDb(join(this.dir, name), this.wrap, this.tuning);
     writePointer(this.dir, name);
     const [old, oldName] = [this.db, this.current];
     this.db = next;
@@ -519,19 +507,16 @@ export class LedgerStore {
   }
 }
 
-async function openDb(path: string, wrap: WrapDb, tuning: LevelTuning): Promise<LevelDb> {
-  const db = new ThreadedLevel(path, { writeBufferSize: tuning.writeBufferBytes, blockSize: tuning.blockBytes });
+/** Opens a store directory and reads its position; on any failure its thread goes too. */
+async function openDb(path: string, wrap: WrapDb, tuning: LevelTuning): Promise<{ db: LevelDb; position: StorePosition }> {
+  const db = wrap(new ThreadedLevel(path, { writeBufferSize: tuning.writeBufferBytes, blockSize: tuning.blockBytes }));
   try {
     await db.open();
+    return { db, position: parsePositionOrEmpty(await db.get(META_KEY)) };
   } catch (err) {
-    await db.close().catch(() => undefined); // the thread goes with the failed open
+    await db.close().catch(() => undefined);
     throw err;
   }
-  return wrap(db);
-}
-
-async function readPosition(db: LevelDb): Promise<StorePosition> {
-  return parsePositionOrEmpty(await db.get(META_KEY));
 }
 
 function parsePositionOrEmpty(text: string | undefined): StorePosition {

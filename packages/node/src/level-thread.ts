@@ -119,12 +119,7 @@ export class ThreadedLevel {
 
   /** The values over `range`, in key order; leaving the loop early closes the iterator. */
   async *values(range: LevelRange): AsyncGenerator<string> {
-    const it = this.iterator(range);
-    try {
-      for await (const [, value] of it) yield value;
-    } finally {
-      await it.close();
-    }
+    for await (const [, value] of this.iterator(range)) yield value;
   }
 
   /** The store as it is now, for later reads, until closed. */
