@@ -27,8 +27,7 @@
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Level } from 'level';
-import { ThreadedLevel } from './level-thread.js';
+import { type LevelOptions, ThreadedLevel } from './level-thread.js';
 import {
   addHash, decodeRecord, EMPTY_STATE_HASH, encodeRecord, GENESIS_HASH, hashHex, isHashed, META_KEYS, reads, recordHash, View,
   type Commit, type LedgerMeta, type Operation, type ReadSet, type Slot,
@@ -438,9 +437,9 @@ export class LedgerStore {
     const name = nextStoreName(this.dir, this.current);
     const path = join(this.dir, name);
     rmSync(path, { recursive: true, force: true });
-    const db = new Level<string, string>(path);
-    await db.open();
+    const db = new ThreadedLevel(path, levelOptions(this.tuning));
     try {
+      await db.open();
       let sum = 0n;
       let seq = 0;
       let position: StorePosition | null = null;
@@ -509,7 +508,7 @@ export class LedgerStore {
 
 /** Opens a store directory and reads its position; on any failure its thread goes too. */
 async function openDb(path: string, wrap: WrapDb, tuning: LevelTuning): Promise<{ db: LevelDb; position: StorePosition }> {
-  const db = wrap(new ThreadedLevel(path, { writeBufferSize: tuning.writeBufferBytes, blockSize: tuning.blockBytes }));
+  const db = wrap(new ThreadedLevel(path, levelOptions(tuning)));
   try {
     await db.open();
     return { db, position: parsePositionOrEmpty(await db.get(META_KEY)) };
@@ -517,6 +516,10 @@ async function openDb(path: string, wrap: WrapDb, tuning: LevelTuning): Promise<
     await db.close().catch(() => undefined);
     throw err;
   }
+}
+
+function levelOptions(tuning: LevelTuning): LevelOptions {
+  return { writeBufferSize: tuning.writeBufferBytes, blockSize: tuning.blockBytes };
 }
 
 function parsePositionOrEmpty(text: string | undefined): StorePosition {
