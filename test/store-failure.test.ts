@@ -1,10 +1,13 @@
 // Proves that a replica whose state store fails stops safely instead of crashing: a
 // write error injected through the store's database (as a full disk would raise it)
-// leaves the process up; the intent whose batch failed is answered 503
-// commit_unavailable (its entry is in the log); new intents are answered 422
-// gateway_error; linearizable reads 503; /readyz says not ready and why; the clocks
-// stop, so nothing more is proposed; and the failure is logged once.
+// leaves the process up; the intent applied in the batch that failed was answered (its
+// entry is durable in the Raft log) and is there after a restart; new intents are
+// answered 422 gateway_error; linearizable reads 503; /readyz says not ready and why;
+// the clocks stop, so nothing more is proposed; and the failure is logged once.
 import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger, type WrapDb } from '@apl/node';
 import { AGENT_A, bootstrap, envelope, startTestNode } from './support/node.js';
@@ -30,16 +33,24 @@ t.test('a state store that cannot write stops the replica safely, and the proces
   });
   const lines: Record<string, unknown>[] = [];
   const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>); cb(); } });
-  const n = await startTestNode({ tick_interval_ms: 50 }, undefined, createLogger('info', 'n1', sink), wrap);
+  const dir = mkdtempSync(join(tmpdir(), 'apl-store-failure-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const n = await startTestNode({ tick_interval_ms: 50 }, dir, createLogger('info', 'n1', sink), wrap);
+  let acknowledged: { transaction: unknown } | null = null;
+  let refused: { transaction: unknown } | null = null;
   try {
     await bootstrap(n);
     const att = await n.issuer.sign(AGENT_A);
     t.equal((await n.api('POST', '/api/v1/intents', { body: envelope(att) })).status, 200, 'the node works before the failure');
     failing = true;
-    const inflight = await n.api('POST', '/api/v1/intents', { body: envelope(att) });
-    t.equal(inflight.status, 503);
-    t.match(inflight.body, { error: 'commit_unavailable', message: /may or may not have been recorded/ });
-    const next = await n.api('POST', '/api/v1/intents', { body: envelope(att) });
+    acknowledged = envelope(att) as { transaction: unknown };
+    const applied = await n.api('POST', '/api/v1/intents', { body: acknowledged });
+    t.equal(applied.status, 200, 'the intent is answered once applied: its entry is durable in the Raft log');
+    t.equal(applied.body.verdict, 'Permitted');
+    for (let i = 0; i < 200 && n.node.replica.failure === null; i++) await new Promise((r) => setTimeout(r, 10));
+    t.match(n.node.replica.failure?.message, /No space left on device/, 'its batch failed, and the replica stopped');
+    refused = envelope(att) as { transaction: unknown };
+    const next = await n.api('POST', '/api/v1/intents', { body: refused });
     t.equal(next.status, 422);
     t.match(next.body, { error: 'gateway_error', message: /cannot write its state; nothing was recorded/ });
     const read = await n.api('GET', '/api/v1/policies/active', { token: att });
@@ -57,5 +68,19 @@ t.test('a state store that cannot write stops the replica safely, and the proces
     t.equal((await n.agent.request('GET', '/healthz')).status, 200, 'the process is up and answers');
   } finally {
     await n.close();
+  }
+  // Restarted on a store that writes again, the node applies the acknowledged intent from the log.
+  failing = false;
+  broken = false;
+  const again = await startTestNode({}, dir);
+  try {
+    const att = await n.issuer.sign(AGENT_A); // the issuer the store trusts
+    const txn = (e: { transaction: unknown } | null) => `/api/v1/transactions/${String(e!.transaction)}`;
+    const found = await again.api('GET', txn(acknowledged), { token: att });
+    t.equal(found.status, 200, 'the acknowledged intent is there after the restart');
+    t.match(found.body, { transaction: acknowledged!.transaction, verdict: 'Permitted', posted: true });
+    t.equal((await again.api('GET', txn(refused), { token: att })).status, 404, 'the refused one is not');
+  } finally {
+    await again.close();
   }
 });

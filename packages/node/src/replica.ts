@@ -14,14 +14,17 @@
  * applied over one view of it, later ones seeing earlier ones' writes; the view's
  * writes, the journal records of what took effect (`{index, op, result, entry_hash}`,
  * what `GET /admin/v1/log/export` serves) and the applied index go to the store in one
- * batch. Only then are the waiting requests answered.
+ * batch. The waiting requests are answered as soon as their operations are applied:
+ * their entries are durable in the Raft log, and the store serves the batch's records
+ * from memory until it lands.
  *
  * Restart costs what was not yet applied: the store says where it is, and Raft hands
  * back only the committed entries after it. The Raft log is compacted only below an
  * index the store has made durable, so those entries are always there.
  *
  * A replica whose disk fails stops safely: its clocks stop, waiting requests are
- * answered 503 `commit_unavailable` (their entries may be in the log), new ones 422
+ * answered 503 `commit_unavailable` (their entries may be in the log; an intent
+ * already applied was answered, and a restart applies it again from the log), new ones 422
  * `gateway_error`, `/readyz` answers not ready, and the reason is logged once.
  */
 import { randomBytes } from 'node:crypto';
@@ -36,7 +39,7 @@ import { ConfigError } from './config.js';
 import { PROMOTE_LAG_ENTRIES_MAX, readRemoved, writeRemoved, type Removed } from './membership.js';
 import { ApiError } from './errors.js';
 import { startBatch } from './apply-batch.js';
-import { LedgerStore, type SnapshotChunk, type WrapDb } from './ledger-store.js';
+import { LedgerStore, type SnapshotChunk, type StorePosition, type WrapDb } from './ledger-store.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
@@ -128,6 +131,13 @@ const UNCONFIRMED_CHANGE = 'The membership change could not be confirmed in time
 /** The record of a received store that holds the Raft configuration at its index (reconcile reads it). */
 const CONF_RECORD = 'raft/conf';
 
+/** A compaction of the Raft log below `index`, recording the store's position `pos`, once the store is synced. */
+interface PendingCompaction {
+  index: number;
+  pos: StorePosition;
+  synced: boolean;
+}
+
 export class Replica {
   private readonly waiters = new Map<number, Waiter>();
   /** recent results by index, oldest first: [index, term, result]; at most RECENT_RESULTS_MAX. */
@@ -156,6 +166,8 @@ export class Replica {
   private timers: NodeJS.Timeout[] = [];
   /** snapshotIndex is the index of the latest compaction. */
   private snapshotIndex: number;
+  /** a compaction waiting for the store's sync, or null. */
+  private compaction: PendingCompaction | null = null;
 
   private constructor(
     private readonly opts: ReplicaOptions,
@@ -582,6 +594,7 @@ export class Replica {
     this.recent.clear();
     this.landedIndex = applied;
     this.snapshotIndex = Math.max(this.snapshotIndex, index);
+    this.compaction = null; // its sync was of the store replaced
     this.opts.log.info({ event: 'snapshot_installed', index, applied }, 'state store installed from the primary');
   }
 
@@ -596,9 +609,12 @@ export class Replica {
   }
 
   /**
-   * Applies committed entries over one view of the store (once `durable` settles) and
-   * hands the view to the store; the waiting requests are answered when it has landed,
-   * while the next Ready goes on.
+   * Applies committed entries over one view of the store (once `durable` settles),
+   * hands the view to the store and answers the waiting requests: an answer never waits
+   * for the store's batch to land. Each entry is durable in the Raft log, which a
+   * restart re-applies from the store's index, and the store serves its records from
+   * the writes in flight until the batch lands; range reads, the journal and the change
+   * feed wait for it. Membership changes are settled once their batch has landed.
    */
   private async applyEntries(entries: Entry[], durable?: Promise<void>): Promise<void> {
     const fresh = entries.filter((e) => e.index > this.store.position.applied);
@@ -615,10 +631,13 @@ export class Replica {
       if (batch[k]!.op!.op.type === 'SubmitIntent') this.opts.metrics.intents.inc({ outcome: outcomeLabel(a) });
     });
     if (fresh.length > 0) this.opts.metrics.tick.set(this.store.position.tick);
-    fresh.forEach((e, k) => this.remember(e, results[k] ?? null));
+    fresh.forEach((e, k) => {
+      this.remember(e, results[k] ?? null);
+      if (e.type !== 'conf') this.settle(e, results[k] ?? null);
+    });
     landed.then(() => {
       if (batch.length > 0) this.opts.metrics.applyStage.observe({ stage: 'store_write' }, (performance.now() - handed) / 1000);
-      fresh.forEach((e, k) => (e.type === 'conf' ? this.settleConf(e) : this.settle(e, results[k] ?? null)));
+      for (const e of fresh) if (e.type === 'conf') this.settleConf(e);
       if (fresh.length > 0) {
         this.landedIndex = fresh[fresh.length - 1]!.index;
         for (const l of this.appliedListeners) l();
@@ -740,12 +759,26 @@ export class Replica {
   /**
    * Compacts the Raft log once enough has been applied since the last compaction, and
    * only below what the store has made durable: a restart re-applies from the store's
-   * index, so every entry after it must still be in the log. The store's sync runs in
-   * the driver's loop: run beside it, it only moved the wait into the Raft log's own
-   * syncs on the same disk (docs/state-store.md). The compaction's write is small: the
-   * log writes a snapshot record and deletes the segments it covers (WalLogStore).
+   * index, so every entry after it must still be in the log. The store's sync (an
+   * fsync of LevelDB's log, which may wait on the disk for hundreds of milliseconds)
+   * runs beside the driver's loop, and a later pass compacts once it is done; the
+   * compaction's own write is small: the log writes a snapshot record and deletes the
+   * segments it covers (WalLogStore).
    */
   private async maybeCompact(): Promise<void> {
+    const pending = this.compaction;
+    if (pending !== null) {
+      if (!pending.synced) return;
+      this.compaction = null;
+      const { index, pos } = pending;
+      const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
+      const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
+      if (!snap) return;
+      await this.log.saveSnapshot(snap);
+      this.snapshotIndex = index;
+      this.opts.log.info({ event: 'log_compacted', index, applied: pos.applied }, 'raft log compacted');
+      return;
+    }
     const pos = this.store.position;
     // The log keeps a tail of catch-up entries before the applied index. A store
     // received from the primary may be ahead of the snapshot Raft accepted with it, and
@@ -760,13 +793,11 @@ export class Replica {
     // the log growing.
     const installing = Object.values(status.progress ?? {}).some((p) => p.state === 'snapshot' && p.recentActive);
     if (installing && index - this.snapshotIndex < SNAPSHOT_HOLD_INTERVALS * this.opts.snapshotIntervalEntries) return;
-    await this.store.sync();
-    const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
-    const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
-    if (!snap) return;
-    await this.log.saveSnapshot(snap);
-    this.snapshotIndex = index;
-    this.opts.log.info({ event: 'log_compacted', index, applied: pos.applied }, 'raft log compacted');
+    // The sync queues behind every batch handed to the store, so once it is done the
+    // store is durable up to pos.applied, and index is at most that.
+    const next: PendingCompaction = { index, pos, synced: false };
+    this.compaction = next;
+    this.store.sync().then(() => (next.synced = true), (err: Error) => this.fail(err));
   }
 
   private fail(err: Error): void {
