@@ -16,6 +16,10 @@ import { ConfigSchema, createLogger, devSetup, loadPrincipals, startNode, type R
 import { testCerts } from './support/node.js';
 import { REPO } from './support/process.js';
 
+// About fifty child processes, each starting Node.js: 21 to 26 s on a quiet machine,
+// over tap's 30 s default for a file when the machine is busy.
+t.setTimeout(120_000);
+
 const APL = join(REPO, 'packages/cli/bin/apl.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'apl-cli-'));
 let node: RunningNode;
