@@ -22,7 +22,6 @@ export interface LevelRange {
   lt?: string;
   lte?: string;
   reverse?: boolean;
-  limit?: number;
 }
 
 export type LevelOp = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
