@@ -195,8 +195,14 @@ export async function bootstrap(t: Pick<TestNode, 'adm' | 'issuer'>): Promise<vo
     ['approver', '/admin/v1/policies/pol_1/activate', {}],
   ];
   for (const [who, path, body] of steps) {
-    const r = await t.adm(who, 'POST', path, body);
-    if (r.status >= 300) throw new Error(`bootstrap ${path}: ${r.status} ${r.text}`);
+    // A 503 commit_unavailable (a cluster's election under load) is retried, as its
+    // message says; a 409 on a retry means the first attempt was recorded after all.
+    for (let attempt = 0; ; attempt++) {
+      const r = await t.adm(who, 'POST', path, body);
+      if (r.status < 300 || (attempt > 0 && r.status === 409)) break;
+      if (r.status !== 503 || attempt === 4) throw new Error(`bootstrap ${path}: ${r.status} ${r.text}`);
+      await new Promise((done) => setTimeout(done, 200));
+    }
   }
 }
 
