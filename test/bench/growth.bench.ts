@@ -36,7 +36,7 @@ import { parseArgs } from 'node:util';
 import { Client, TOKENS } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
 import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
-import { countsSince, fsyncsSince, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
+import { SERVER_ARGS, countsSince, fsyncsSince, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -47,22 +47,14 @@ const { values: a } = parseArgs({
     warmup: { type: 'string', default: '2000' },
     parties: { type: 'string', default: '256' },
     json: { type: 'string' },
-    main: { type: 'string' },
-    'wal-dir': { type: 'string' },
-    'server-env': { type: 'string', multiple: true },
+    ...SERVER_ARGS,
   },
 });
 const total = Number(a.intents);
 const windowIntents = Number(a.window);
 const warmupIntents = Number(a.warmup);
 
-const serverEnv = Object.fromEntries((a['server-env'] ?? []).map((kv) => {
-  const m = /^(APL_[A-Z0-9_]+)=(.*)$/s.exec(kv);
-  if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value`);
-  return [m[1]!, m[2]!];
-}));
-const build = { ...(a.main === undefined ? {} : { mainJs: a.main }), env: serverEnv };
-const server = await startBenchServer({ ...build, ...(a['wal-dir'] === undefined ? {} : { walDir: a['wal-dir'] }) });
+const server = await startBenchServer(serverOptions(a));
 const sched = new SchedSampler(server.proc.pid);
 type Row = LoadStats & {
   recorded: number; rssBytes: number; heapBytes: number;
@@ -131,7 +123,7 @@ try {
   sched.stop();
   await server.stop({ keepData: true });
   const t0 = performance.now();
-  const again = await startBenchServer({ ...build, dataDir: server.dataDir, startTimeoutMs: 300_000 });
+  const again = await startBenchServer({ ...serverOptions(a), dataDir: server.dataDir, startTimeoutMs: 300_000 });
   const probe = new Client(again.proc.agentUrl, again.ca);
   while ((await probe.request('GET', '/readyz')).status !== 200) await new Promise((r) => setTimeout(r, 20));
   restartMs = performance.now() - t0;

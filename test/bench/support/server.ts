@@ -113,6 +113,27 @@ export interface ServerOptions {
   walDir?: string;
 }
 
+/** The options of a benchmark that choose the server it starts (see `serverOptions`). */
+export const SERVER_ARGS = {
+  main: { type: 'string' },
+  'wal-dir': { type: 'string' },
+  'server-env': { type: 'string', multiple: true },
+} as const;
+
+/**
+ * The server a benchmark's command line asks for: `--main` another build's main.js,
+ * `--wal-dir` the Raft log on another filesystem, `--server-env APL_NAME=value`
+ * (repeatable) the server's configuration.
+ */
+export function serverOptions(a: { main?: string; 'wal-dir'?: string; 'server-env'?: string[] }): ServerOptions {
+  const env = Object.fromEntries((a['server-env'] ?? []).map((kv) => {
+    const m = /^(APL_[A-Z0-9_]+)=(.*)$/s.exec(kv);
+    if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value`);
+    return [m[1]!, m[2]!];
+  }));
+  return { env, ...(a.main === undefined ? {} : { mainJs: a.main }), ...(a['wal-dir'] === undefined ? {} : { walDir: a['wal-dir'] }) };
+}
+
 export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServer> {
   const dataDir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'apl-bench-'));
   if (o.walDir !== undefined && o.dataDir === undefined) {
