@@ -8,6 +8,8 @@
  *   npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
  *                            [--runtime /path/to/node] [--profile] [--out bench-results]
  *                            [--label name] [--json out.json]
+ *                            [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
+ *                            [--server-env APL_NAME=value ...]
  *
  * For each concurrency it prints intents per second, the latency p50, p99 and max of
  * intents, the reads' p99, the answers by status, the server's RSS after it, the
@@ -21,6 +23,12 @@
  * open loop (requests sent on a fixed schedule, latency counted from when each was due),
  * for the target "p99 at most 25 ms at half of peak": a closed loop at a lower
  * concurrency is not the same, since it slows its sending when the server slows.
+ * It also says where the slow answers' time went: how late the generator itself sent,
+ * and the kernel's account (support/sched.ts) of the server's JavaScript thread over the
+ * whole load and over the spans of the intents slower than the target.
+ *
+ * --main, --wal-dir and --server-env choose the server as in the growth benchmark: another
+ * build, the Raft log on another filesystem, the server's configuration.
  *
  * With --profile the server runs under
  * --cpu-prof and the top costs are printed, with the share of the JSON parser.
@@ -29,11 +37,13 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
-import { runLoad, runOpenLoop, type LoadStats } from './support/load.js';
+import { runLoad, runOpenLoop, type LoadStats, type OpenLoopStats } from './support/load.js';
+import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
 import { printSummary, summarize } from './support/profile.js';
-import { countsSince, fsyncsSince, newestProfile, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
+import { SERVER_ARGS, countsSince, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -47,6 +57,7 @@ const { values: a } = parseArgs({
     label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
     json: { type: 'string' },
     'no-half-peak': { type: 'boolean', default: false },
+    ...SERVER_ARGS,
   },
 });
 
@@ -58,7 +69,7 @@ type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest:
 const runtime = a.runtime ?? process.execPath;
 const version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
-const server = await startBenchServer({ execPath: runtime, ...(profileDir === undefined ? {} : { cpuProfDir: profileDir }) });
+const server = await startBenchServer({ ...serverOptions(a), execPath: runtime, ...(profileDir === undefined ? {} : { cpuProfDir: profileDir }) });
 const rows: Row[] = [];
 const lines: string[] = [];
 const print = (line: string) => {
@@ -66,7 +77,7 @@ const print = (line: string) => {
   console.log(line);
 };
 let disk: SyncedWrites | null = null;
-let halfPeak: (LoadStats & { requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
+let halfPeak: (Omit<OpenLoopStats, 'slow'> & { slow: number; whole: SchedSpan | null; slowSpans: SchedSpan | null; requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
 try {
   const runId = `b${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload(server.admin, Number(a.parties), runId);
@@ -98,13 +109,18 @@ try {
     const requestsPerSecond = peak.requests / peak.seconds / 2;
     const { fsyncs: before, over25ms: slowBefore, gc: gcBefore } = await server.gauges(); // also starts the event loop's delay afresh
     const waitsBefore = storeBackgroundWrites(server.dataDir).writeWaits;
-    const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 64 });
+    const sched = new SchedSampler(server.proc.pid);
+    const loadStart = performance.now();
+    const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 64, slowMs: HALF_PEAK_P99_MS });
+    const whole = sched.span(loadStart, performance.now() - 50);
+    const slowSpans = sched.spans(s.slow.map((x) => ({ from: x.at, to: x.at + x.ms })));
+    sched.stop();
     const { fsyncs: after, loopDelay, over25ms: slowAfter, gc: gcAfter } = await server.gauges();
     const gc = countsSince(gcBefore, gcAfter);
     const slow = countsSince(slowBefore, slowAfter);
     const fsyncs = fsyncsSince(before, after);
     const storeWriteWaits = storeBackgroundWrites(server.dataDir).writeWaits - waitsBefore;
-    halfPeak = { ...s, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs, loopDelay, storeWriteWaits, over25ms: slow, gc };
+    halfPeak = { ...s, slow: s.slow.length, whole, slowSpans, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs, loopDelay, storeWriteWaits, over25ms: slow, gc };
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print('');
     print(`half of peak (${Math.round(peak.intentsPerSecond).toLocaleString('en-US')} intents/s at ${peak.concurrency} in flight), open loop at ${Math.round(requestsPerSecond).toLocaleString('en-US')} requests/s: `
@@ -114,6 +130,9 @@ try {
       + `event-loop delay p99 ${loopDelay.p99Ms.toFixed(1)} ms, max ${loopDelay.maxMs.toFixed(0)} ms; ${storeWriteWaits} state-store writes waited for LevelDB's background work`);
     print(`  over 25 ms, as the node timed them: ${Object.entries(slow).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
     print(`  garbage collections over 10 ms: ${Object.entries(gc).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
+    print(`  the load generator sent late (its own delay, counted in the latency): p99 ${s.sendLateP99.toFixed(1)} ms, max ${s.sendLateMax.toFixed(0)} ms`);
+    print(`  the kernel, over the whole load: ${describeSpan(whole)}`);
+    print(`  the kernel, over the ${s.slow.length.toLocaleString('en-US')} intents slower than ${HALF_PEAK_P99_MS} ms (their spans merged): ${describeSpan(slowSpans)}`);
   }
 } finally {
   await server.stop();

@@ -164,6 +164,17 @@ export interface OpenLoopOptions {
    * all are busy waits in the client's queue, and that wait counts.
    */
   connections: number;
+  /** intents answered slower than this (from when they were due) are listed in the result's `slow`. */
+  slowMs?: number;
+}
+
+/** What an open loop adds to the figures: how late the generator itself sent, and the slow answers. */
+export interface OpenLoopStats extends LoadStats {
+  /** how late requests left after they were due, in ms (the generator's own delay, counted in the latency). */
+  sendLateP99: number;
+  sendLateMax: number;
+  /** the intents slower than `slowMs`: when each was due (performance.now()) and how long it took. */
+  slow: { at: number; ms: number }[];
 }
 
 /**
@@ -172,7 +183,7 @@ export interface OpenLoopOptions {
  * was due, not from when it left, so a slow server is not excused by the generator
  * having waited for it (the coordinated omission of a closed loop).
  */
-export async function runOpenLoop(o: OpenLoopOptions): Promise<LoadStats> {
+export async function runOpenLoop(o: OpenLoopOptions): Promise<OpenLoopStats> {
   const ca = readFileSync(o.ca);
   const pools = o.urls.map((u) => new Pool(u, { connections: o.connections, pipelining: 1, connect: { ca } }));
   await Promise.all(pools.flatMap((p) => Array.from({ length: o.connections }, async () => {
@@ -182,6 +193,8 @@ export async function runOpenLoop(o: OpenLoopOptions): Promise<LoadStats> {
   const start = total.start;
   const intervalMs = 1000 / o.requestsPerSecond;
   const pending = new Set<Promise<void>>();
+  const late: number[] = [];
+  const slow: { at: number; ms: number }[] = [];
   let failure: Error | null = null;
   try {
     for (let k = 0; failure === null; k++) {
@@ -189,6 +202,7 @@ export async function runOpenLoop(o: OpenLoopOptions): Promise<LoadStats> {
       if (due - start >= o.durationMs) break;
       const wait = due - performance.now();
       if (wait >= 1) await new Promise((r) => setTimeout(r, wait));
+      late.push(Math.max(0, performance.now() - due));
       const req = o.mix.next();
       const pool = pools[k % pools.length]!;
       const p = (async () => {
@@ -196,7 +210,9 @@ export async function runOpenLoop(o: OpenLoopOptions): Promise<LoadStats> {
         const text = await res.body.text();
         const verdict = req.method === 'POST' && res.statusCode === 200 ? verdictOf(text) : null;
         o.mix.observe(req, res.statusCode, text);
-        total.record(req.kind, performance.now() - due, res.statusCode, verdict, due);
+        const ms = performance.now() - due;
+        total.record(req.kind, ms, res.statusCode, verdict, due);
+        if (req.kind !== 'read' && ms > (o.slowMs ?? Infinity)) slow.push({ at: due, ms });
       })().catch((err: Error) => { failure ??= err; });
       pending.add(p);
       void p.finally(() => pending.delete(p));
@@ -206,7 +222,8 @@ export async function runOpenLoop(o: OpenLoopOptions): Promise<LoadStats> {
     await Promise.all(pools.map((p) => p.close()));
   }
   if (failure) throw failure;
-  return total.stats();
+  const lateSorted = Float64Array.from(late).sort();
+  return { ...total.stats(), sendLateP99: percentile(lateSorted, 99), sendLateMax: lateSorted.at(-1) ?? 0, slow };
 }
 
 function verdictOf(text: string): string {

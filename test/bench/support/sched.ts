@@ -23,6 +23,9 @@ interface Sample {
   blocked: string | null;
   /** the server's other threads in uninterruptible sleep (disk), by name. */
   diskWaits: string[];
+  /** CPU time of the server's threads by name (their time on a CPU, in ns), and of this process (the load generator). */
+  threadNs: Record<string, number>;
+  generatorNs: number;
 }
 
 export interface SchedSpan {
@@ -38,6 +41,13 @@ export interface SchedSpan {
   blocked: Record<string, number>;
   /** how many samples found other threads in uninterruptible sleep, by thread name. */
   diskWaits: Record<string, number>;
+  /**
+   * CPU time in the span of the server's threads by name (the JavaScript thread is
+   * MainThread, LevelDB's thread and its background compaction apl-level, V8's helpers
+   * V8Worker, libuv's pool libuv-worker) and of the load generator, in ms: who had the
+   * CPUs while the JavaScript thread waited for one.
+   */
+  threadsMs: Record<string, number>;
   samples: number;
 }
 
@@ -54,7 +64,7 @@ export class SchedSampler {
   private readonly samples: Sample[] = [];
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly pid: number, intervalMs = 20, private readonly keep = 60_000) {
+  constructor(private readonly pid: number, private readonly intervalMs = 20, private readonly keep = 60_000) {
     this.timer = setInterval(() => this.sample(), intervalMs);
     this.timer.unref();
     this.sample();
@@ -80,8 +90,14 @@ export class SchedSampler {
       if (x.blocked !== null) blocked[x.blocked] = (blocked[x.blocked] ?? 0) + 1;
       for (const t of x.diskWaits) diskWaits[t] = (diskWaits[t] ?? 0) + 1;
     }
+    const threadsMs: Record<string, number> = {};
+    for (const [name, ns] of Object.entries(after.threadNs)) {
+      const ms = (ns - (before.threadNs[name] ?? 0)) / 1e6;
+      if (ms > 0) threadsMs[name] = ms;
+    }
+    threadsMs['load generator'] = (after.generatorNs - before.generatorNs) / 1e6;
     return {
-      blocked, diskWaits, samples,
+      blocked, diskWaits, samples, threadsMs,
       ms: after.at - before.at,
       mainOnCpuMs: (after.onCpuNs - before.onCpuNs) / 1e6,
       mainWaitingMs: (after.waitNs - before.waitNs) / 1e6,
@@ -89,6 +105,40 @@ export class SchedSampler {
       idleMs: (after.idle - before.idle) * TICK_MS,
       iowaitMs: (after.iowait - before.iowait) * TICK_MS,
     };
+  }
+
+  /**
+   * The kernel's account summed over many spans (the slow answers of a run): spans that
+   * overlap, or lie closer than two samples apart, are merged first, so that no stretch
+   * of time (no interval between two samples) is counted twice.
+   */
+  spans(list: { from: number; to: number }[]): SchedSpan | null {
+    const merged: { from: number; to: number }[] = [];
+    for (const s of [...list].sort((x, y) => x.from - y.from)) {
+      const last = merged.at(-1);
+      if (last !== undefined && s.from <= last.to + 2 * this.intervalMs) last.to = Math.max(last.to, s.to);
+      else merged.push({ ...s });
+    }
+    let sum: SchedSpan | null = null;
+    for (const m of merged) {
+      const s = this.span(m.from, m.to);
+      if (s === null) continue;
+      if (sum === null) {
+        sum = s;
+        continue;
+      }
+      sum.ms += s.ms;
+      sum.mainOnCpuMs += s.mainOnCpuMs;
+      sum.mainWaitingMs += s.mainWaitingMs;
+      sum.stealMs += s.stealMs;
+      sum.idleMs += s.idleMs;
+      sum.iowaitMs += s.iowaitMs;
+      sum.samples += s.samples;
+      for (const [k, n] of Object.entries(s.blocked)) sum.blocked[k] = (sum.blocked[k] ?? 0) + n;
+      for (const [k, n] of Object.entries(s.diskWaits)) sum.diskWaits[k] = (sum.diskWaits[k] ?? 0) + n;
+      for (const [k, ms] of Object.entries(s.threadsMs)) sum.threadsMs[k] = (sum.threadsMs[k] ?? 0) + ms;
+    }
+    return sum;
   }
 
   private sample(): void {
@@ -101,7 +151,11 @@ export class SchedSampler {
     }
     // cpu  user nice system idle iowait irq softirq steal guest guest_nice
     const cpu = readFileSync('/proc/stat', 'utf8').slice(0, 200).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    this.samples.push({ at: performance.now(), onCpuNs, waitNs, idle: cpu[3]!, iowait: cpu[4]!, steal: cpu[7]!, blocked: this.mainBlocked(), diskWaits: this.diskWaits() });
+    const usage = process.cpuUsage();
+    this.samples.push({
+      at: performance.now(), onCpuNs, waitNs, idle: cpu[3]!, iowait: cpu[4]!, steal: cpu[7]!, blocked: this.mainBlocked(), diskWaits: this.diskWaits(),
+      threadNs: this.threadNs(), generatorNs: (usage.user + usage.system) * 1000,
+    });
     if (this.samples.length > this.keep) this.samples.splice(0, this.samples.length - this.keep);
   }
 
@@ -115,6 +169,25 @@ export class SchedSampler {
     } catch {
       return null;
     }
+  }
+
+  /** The server's threads' time on a CPU, summed by thread name. A thread that ended no longer counts. */
+  private threadNs(): Record<string, number> {
+    const out: Record<string, number> = {};
+    try {
+      for (const tid of readdirSync(`/proc/${this.pid}/task`)) {
+        try {
+          const name = readFileSync(`/proc/${this.pid}/task/${tid}/comm`, 'utf8').trim();
+          const ns = Number(readFileSync(`/proc/${this.pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+          out[name] = (out[name] ?? 0) + ns;
+        } catch {
+          // the thread ended between the listing and the read
+        }
+      }
+    } catch {
+      // the server has gone
+    }
+    return out;
   }
 
   private diskWaits(): string[] {
@@ -148,7 +221,8 @@ export class SchedSampler {
 
 export function describeSpan(s: SchedSpan | null): string {
   if (s === null) return 'not sampled';
-  return `over its ${s.ms.toFixed(0)} ms the JavaScript thread ran ${s.mainOnCpuMs.toFixed(0)} ms and waited for a CPU ${s.mainWaitingMs.toFixed(0)} ms; the machine's two CPUs were stolen ${s.stealMs} ms, idle ${s.idleMs} ms, waiting on I/O ${s.iowaitMs} ms; of ${s.samples} samples, the JavaScript thread blocked in ${tally(s.blocked)}; other threads in disk sleep: ${tally(s.diskWaits)}`;
+  const cpu = Object.entries(s.threadsMs).sort((a, b) => b[1] - a[1]).map(([k, ms]) => `${k} ${ms.toFixed(0)}`).join(', ');
+  return `over its ${s.ms.toFixed(0)} ms the JavaScript thread ran ${s.mainOnCpuMs.toFixed(0)} ms and waited for a CPU ${s.mainWaitingMs.toFixed(0)} ms; the machine's two CPUs were stolen ${s.stealMs} ms, idle ${s.idleMs} ms, waiting on I/O ${s.iowaitMs} ms; CPU ms by thread: ${cpu}; of ${s.samples} samples, the JavaScript thread blocked in ${tally(s.blocked)}; other threads in disk sleep: ${tally(s.diskWaits)}`;
 }
 
 function tally(counts: Record<string, number>): string {
