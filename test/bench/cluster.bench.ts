@@ -6,8 +6,16 @@
  * recover: the primary is SIGKILLed while 16 requests are in flight at the survivors,
  * and the time from the kill to the first intent committed by the new primary is
  * measured, `--kills` times (the killed member is restarted and caught up between).
+ * Beside each row, every replica's CPU time per request (all its threads, from /proc;
+ * the primary's marked) and the load generator's own, and each replica's synced writes
+ * of its Raft log per intent (one per Ready that persisted something: how well the
+ * proposals were batched).
  *
  *   npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5] [--json out.json]
+ *                            [--to all|primary]
+ *
+ * --to primary sends every request to the primary (as a client that follows the
+ * primary would), so that the followers' figures are what replicating costs them.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -16,7 +24,7 @@ import { Pool } from 'undici';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { TOKENS, testCerts } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
-import { residentBytes } from './support/server.js';
+import { cpuSeconds, parseGauges, residentBytes } from './support/server.js';
 import { Mix, bootstrapWorkload, type Fixtures } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -26,12 +34,14 @@ const { values: a } = parseArgs({
     parties: { type: 'string', default: '64' },
     kills: { type: 'string', default: '5' },
     json: { type: 'string' },
+    to: { type: 'string', default: 'all' },
   },
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const c = await startCluster({ env: { APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000' } });
-const rows: (LoadStats & { concurrency: number; rssBytes: number[] })[] = [];
+/** cpuMsPerRequest: each replica's CPU time (all its threads) per request answered, in the order of the members. */
+const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; loadCpuMsPerRequest: number; syncsPerIntent: number[] })[] = [];
 const failovers: number[] = [];
 try {
   const leader = await c.leader(15_000);
@@ -39,23 +49,37 @@ try {
   const runId = `k${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload((who, path, body) => admin.admin.request('POST', path, { body, token: TOKENS[who] }), Number(a.parties), runId);
   const mix = new Mix(fixtures, runId);
-  const urls = c.members.map((m) => m.agent_url);
+  if (a.to !== 'all' && a.to !== 'primary') throw new Error(`--to ${a.to}: expected all or primary`);
+  const urls = c.members.filter((m) => a.to === 'all' || m.id === leader).map((m) => m.agent_url);
   const ca = testCerts().ca;
   const load = (concurrency: number, durationMs: number) => runLoad({ urls, ca, concurrency, durationMs, mix });
   await load(16, 3000);
-  console.log(`three-node cluster on Node.js ${process.version}; primary ${leader}; ${fixtures.agents.length} agents; requests to every replica in turn`);
-  console.log('| in flight | intents/s | p50 | p99 | max | read p99 | answers | RSS n1 / n2 / n3 |');
-  console.log('|---:|---:|---:|---:|---:|---:|---|---|');
+  console.log(`three-node cluster on Node.js ${process.version}; primary ${leader}; ${fixtures.agents.length} agents; ${a.to === 'all' ? 'requests to every replica in turn' : 'every request to the primary'}`);
+  console.log('| in flight | intents/s | p50 | p99 | max | read p99 | answers | RSS n1 / n2 / n3 | CPU/request n1 / n2 / n3 (* primary) | load generator CPU/request | synced writes/intent n1 / n2 / n3 |');
+  console.log('|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|');
+  // The Raft log's synced writes of each member (one per Ready that persisted something): how well proposals are batched.
+  const syncs = () => Promise.all(c.members.map(async (m) => {
+    const r = await c.handle(m.id).admin.request('GET', '/metrics', { token: TOKENS.operator });
+    return parseGauges(r.text).fsyncs.all;
+  }));
+  const pids = () => c.members.map((m) => c.process(m.id)!.pid);
   for (const n of a.concurrency.split(',').map(Number)) {
+    const syncsBefore = await syncs();
+    const [cpuBefore, loadBefore] = [pids().map((pid) => cpuSeconds(pid)), process.cpuUsage()];
     const s = await load(n, Number(a.seconds) * 1000);
-    const rssBytes = c.members.map((m) => residentBytes(c.process(m.id)!.pid));
-    rows.push({ ...s, concurrency: n, rssBytes });
+    const syncsPerIntent = (await syncs()).map((x, k) => (x - syncsBefore[k]!) / s.intents);
+    const cpuMsPerRequest = pids().map((pid, k) => ((cpuSeconds(pid) - cpuBefore[k]!) * 1000) / s.requests);
+    const loadUsage = process.cpuUsage(loadBefore);
+    const loadCpuMsPerRequest = (loadUsage.user + loadUsage.system) / 1000 / s.requests;
+    const rssBytes = pids().map((pid) => residentBytes(pid));
+    rows.push({ ...s, concurrency: n, rssBytes, cpuMsPerRequest, loadCpuMsPerRequest, syncsPerIntent });
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
-    console.log(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MB |`);
+    const cpu = cpuMsPerRequest.map((ms, k) => `${ms.toFixed(2)}${c.members[k]!.id === leader ? '*' : ''}`).join(' / ');
+    console.log(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MB | ${cpu} ms | ${loadCpuMsPerRequest.toFixed(2)} ms | ${syncsPerIntent.map((x) => x.toFixed(2)).join(' / ')} |`);
   }
   for (let k = 0; k < Number(a.kills); k++) failovers.push(await failover(c, fixtures, runId, k));
   const sorted = [...failovers].sort((x, y) => x - y);
-  console.log(`\nfailover (SIGKILL of the primary to the first intent committed by the next): ${failovers.map((f) => `${f} ms`).join(', ')}; median ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted[sorted.length - 1]} ms`);
+  if (sorted.length > 0) console.log(`\nfailover (SIGKILL of the primary to the first intent committed by the next): ${failovers.map((f) => `${f} ms`).join(', ')}; median ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted[sorted.length - 1]} ms`);
 } finally {
   await c.close();
 }
