@@ -44,8 +44,9 @@ export interface SchedSpan {
   /**
    * CPU time in the span of the server's threads by name (the JavaScript thread is
    * MainThread, LevelDB's thread and its background compaction apl-level, V8's helpers
-   * V8Worker, libuv's pool libuv-worker) and of the load generator, in ms: who had the
-   * CPUs while the JavaScript thread waited for one.
+   * V8Worker, libuv's pool libuv-worker) and of the load generator (this process, the
+   * sampler's own reads of /proc included), in ms: who had the CPUs while the
+   * JavaScript thread waited for one.
    */
   threadsMs: Record<string, number>;
   samples: number;
