@@ -9,6 +9,7 @@
  */
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { threadCpu } from './server.js';
 
 interface Sample {
   at: number;
@@ -175,19 +176,7 @@ export class SchedSampler {
   /** The server's threads' time on a CPU, summed by thread name. A thread that ended no longer counts. */
   private threadNs(): Record<string, number> {
     const out: Record<string, number> = {};
-    try {
-      for (const tid of readdirSync(`/proc/${this.pid}/task`)) {
-        try {
-          const name = readFileSync(`/proc/${this.pid}/task/${tid}/comm`, 'utf8').trim();
-          const ns = Number(readFileSync(`/proc/${this.pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-          out[name] = (out[name] ?? 0) + ns;
-        } catch {
-          // the thread ended between the listing and the read
-        }
-      }
-    } catch {
-      // the server has gone
-    }
+    for (const { name, ns } of threadCpu(this.pid)) out[name] = (out[name] ?? 0) + ns;
     return out;
   }
 

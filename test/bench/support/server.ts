@@ -209,20 +209,38 @@ export interface ThreadCpu {
 /** A thread that has ended no longer counts, so the figures are of the threads alive now. */
 export function threadCpuSeconds(pid: number): ThreadCpu {
   const t: ThreadCpu = { main: 0, v8: 0, native: 0 };
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let name: string;
-    let s: number;
-    try {
-      name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
-      s = cpuSeconds(pid, Number(tid));
-    } catch {
-      continue; // the thread ended between the listing and the read
-    }
-    if (Number(tid) === pid) t.main += s;
+  for (const { tid, name, ns } of threadCpu(pid)) {
+    const s = ns / 1e9;
+    if (tid === pid) t.main += s;
     else if (name === 'V8Worker') t.v8 += s;
     else t.native += s;
   }
   return t;
+}
+
+/**
+ * Each live thread of a process: its id, its name, and its time on a CPU in ns (the
+ * kernel's schedstat, not rounded to clock ticks). A thread that ends between the
+ * listing and the read is left out; a process that has gone has none.
+ */
+export function threadCpu(pid: number): { tid: number; name: string; ns: number }[] {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+  const out: { tid: number; name: string; ns: number }[] = [];
+  for (const tid of tids) {
+    try {
+      const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      out.push({ tid: Number(tid), name, ns });
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
 }
 
 /**
