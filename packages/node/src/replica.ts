@@ -138,6 +138,18 @@ interface PendingCompaction {
   synced: boolean;
 }
 
+/**
+ * Whether compaction up to `index` waits. While a live member installs the store, the
+ * log keeps the entries after the snapshot it was sent: compacted past them, the member
+ * would need another store when it is done, and under steady writes it might never
+ * catch up. The hold ends once the log has grown by SNAPSHOT_HOLD_INTERVALS intervals
+ * since the last compaction, so that a stalled transfer cannot keep it growing.
+ */
+export function holdsCompaction(progress: Status['progress'], index: number, snapshotIndex: number, intervalEntries: number): boolean {
+  const installing = Object.values(progress ?? {}).some((p) => p.state === 'snapshot' && p.recentActive);
+  return installing && index - snapshotIndex < SNAPSHOT_HOLD_INTERVALS * intervalEntries;
+}
+
 export class Replica {
   private readonly waiters = new Map<number, Waiter>();
   /** recent results by index, oldest first: [index, term, result]; at most RECENT_RESULTS_MAX. */
@@ -771,6 +783,9 @@ export class Replica {
       if (!pending.synced) return;
       this.compaction = null;
       const { index, pos } = pending;
+      // A member may have begun installing a store while the sync ran: the hold is
+      // decided again now, and a later pass starts over once it has ended.
+      if (holdsCompaction(this.raft.status().progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries)) return;
       const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
       const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
       if (!snap) return;
@@ -786,13 +801,7 @@ export class Replica {
     const status = this.raft.status();
     const index = Math.min(pos.applied - this.opts.snapshotCatchupEntries, status.applied);
     if (index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) return;
-    // While a live member installs the store, the log keeps the entries after the
-    // snapshot it was sent: compacted past them, the member would need another store
-    // when it is done, and under steady writes it might never catch up. The hold ends
-    // after SNAPSHOT_HOLD_INTERVALS intervals, so that a stalled transfer cannot keep
-    // the log growing.
-    const installing = Object.values(status.progress ?? {}).some((p) => p.state === 'snapshot' && p.recentActive);
-    if (installing && index - this.snapshotIndex < SNAPSHOT_HOLD_INTERVALS * this.opts.snapshotIntervalEntries) return;
+    if (holdsCompaction(status.progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries)) return;
     // The sync queues behind every batch handed to the store, so once it is done the
     // store is durable up to pos.applied, and index is at most that.
     const next: PendingCompaction = { index, pos, synced: false };

@@ -1,0 +1,153 @@
+// Proves the compaction's hold for a member that installs the store: three replicas in
+// one process, joined by a transport that delivers Raft messages between them. A
+// compaction decided while no member installs anything, whose store sync is still
+// running when a member begins to install, does not run once the sync is done; and the
+// rule itself, holdsCompaction, holds only for a live installing member and only for
+// SNAPSHOT_HOLD_INTERVALS intervals.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import t from 'tap';
+import type { Message, NodeId, ProgressStatus } from '@apl/raft';
+import { createLogger } from './log.js';
+import { Metrics } from './metrics.js';
+import { holdsCompaction, Replica, type Transport } from './replica.js';
+import type { WrapDb } from './ledger-store.js';
+
+const progress = (state: ProgressStatus['state'], recentActive: boolean): ProgressStatus =>
+  ({ match: 0, next: 1, state, voter: true, paused: false, recentActive, inflight: 0 });
+
+t.test('holdsCompaction: only a live member installing a store holds, and only for five intervals', async (t) => {
+  const leader = progress('replicate', true);
+  t.notOk(holdsCompaction(null, 200, 100, 20), 'a follower has no progress to read');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true) }, 120, 100, 20), 'no member installs');
+  t.ok(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 120, 100, 20), 'a live member installs');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('snapshot', false) }, 120, 100, 20), 'a silent one does not hold the log');
+  t.ok(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 199, 100, 20), 'held below five intervals');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 200, 100, 20), 'released at five intervals');
+});
+
+interface Member {
+  id: NodeId;
+  replica: Replica;
+  dir: string;
+  events: { event?: string; index?: number }[];
+  /** while held, the store's synced batches wait for release(). */
+  gate: { held: boolean; waiting: (() => void)[]; reached: number };
+}
+
+t.test('a compaction whose store sync ends after a member began installing is held', async (t) => {
+  const ids = ['n1', 'n2', 'n3'];
+  const members = new Map<NodeId, Member>();
+  /** messages to or from these members are lost; 'snap' messages to these are lost too. */
+  const down = new Set<NodeId>();
+  const noSnapshots = new Set<NodeId>();
+  const transport: Transport = {
+    send(messages: Message[]) {
+      for (const m of messages) {
+        if (down.has(m.from) || down.has(m.to)) continue;
+        if (m.type === 'snap' && noSnapshots.has(m.to)) continue;
+        setImmediate(() => members.get(m.to)?.replica.step(m));
+      }
+    },
+  };
+  for (const id of ids) {
+    const dir = mkdtempSync(join(tmpdir(), `apl-replica-${id}-`));
+    const events: Member['events'] = [];
+    const gate: Member['gate'] = { held: false, waiting: [], reached: 0 };
+    const wrap: WrapDb = (db) => new Proxy(db, {
+      get(target, prop, receiver) {
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        if (typeof v !== 'function') return v;
+        const f = (v as (...a: unknown[]) => Promise<unknown>).bind(target);
+        if (prop !== 'batch') return f;
+        return async (...args: unknown[]) => {
+          const synced = (args[1] as { sync?: boolean } | undefined)?.sync === true;
+          if (synced && gate.held) {
+            gate.reached++;
+            await new Promise<void>((r) => gate.waiting.push(r));
+          }
+          return f(...args);
+        };
+      },
+    });
+    const sink = new Writable({
+      write(chunk: Buffer, _e, cb) {
+        for (const l of chunk.toString().split('\n').filter(Boolean)) events.push(JSON.parse(l) as Member['events'][number]);
+        cb();
+      },
+    });
+    const replica = await Replica.open({
+      id, peers: ids, peerContext: {}, clusterId: 'hold-test', clusterState: 'new', dataDir: dir,
+      raft: { tick_ms: 10, election_ticks: 30, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
+      tickIntervalMs: 3_600_000, commitTimeoutMs: 5_000, proposalsInFlightMax: 1_000,
+      snapshotIntervalEntries: 20, snapshotCatchupEntries: 5,
+      cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
+      transport, log: createLogger('info', id, sink), metrics: new Metrics(), wrapDb: wrap,
+    });
+    members.set(id, { id, replica, dir, events, gate });
+  }
+  const all = [...members.values()];
+  t.teardown(async () => {
+    for (const m of all) {
+      m.gate.held = false;
+      for (const r of m.gate.waiting.splice(0)) r();
+    }
+    for (const m of all) await m.replica.close();
+    for (const m of all) rmSync(m.dir, { recursive: true, force: true });
+  });
+  for (const m of all) m.replica.start();
+
+  const until = async (what: string, ok: () => boolean, ms = 10_000) => {
+    const deadline = Date.now() + ms;
+    while (!ok()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  await until('a primary', () => all.some((m) => m.replica.isLeader()));
+  const leader = all.find((m) => m.replica.isLeader())!;
+  const behind = all.find((m) => m !== leader)!;
+  // Entries that read single records: a Tick's range read would wait for the store's held batches.
+  let parties = 0;
+  const entries = async (n: number) => {
+    for (let k = 0; k < n; k++) await leader.replica.propose({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id: `party-${++parties}` });
+  };
+  const compactions = () => leader.events.filter((e) => e.event === 'log_compacted').map((e) => e.index!);
+
+  // A member falls behind a compaction.
+  down.add(behind.id);
+  noSnapshots.add(behind.id);
+  await entries(40);
+  await until('a first compaction', () => compactions().length >= 1);
+  const first = compactions().at(-1)!;
+
+  // The next compaction is decided while no member installs anything; its store sync waits.
+  leader.gate.held = true;
+  for (let k = 0; leader.gate.reached === 0; k++) {
+    if (k === 100) throw new Error(`no second compaction was decided: ${JSON.stringify(compactions())}`);
+    await entries(1);
+  }
+  t.same(compactions(), compactions().filter((i) => i <= first), 'the second compaction waits for its sync');
+
+  // The member returns and is sent the store: the transfer is under way (never finished here).
+  down.delete(behind.id);
+  await until('the member installing', () => {
+    const p = leader.replica.status().progress?.[behind.id];
+    return p?.state === 'snapshot' && p.recentActive;
+  });
+
+  // The sync ends: the compaction decided before the install began does not run.
+  leader.gate.held = false;
+  for (const r of leader.gate.waiting.splice(0)) r();
+  await entries(10);
+  await new Promise((r) => setTimeout(r, 200));
+  t.same(compactions(), [first], `no compaction past ${first} while the member installs`);
+  t.equal(leader.replica.status().progress?.[behind.id]?.state, 'snapshot', 'and the member still installs');
+
+  // Once the log has grown by five intervals the hold ends, so that a stalled transfer cannot keep it growing.
+  await entries(110);
+  await until('a compaction after the hold', () => compactions().length >= 2);
+  t.ok(compactions().at(-1)! > first, `compacted to ${compactions().at(-1)} after the hold`);
+});
