@@ -123,12 +123,13 @@ export const SERVER_ARGS = {
 /**
  * The server a benchmark's command line asks for: `--main` another build's main.js,
  * `--wal-dir` the Raft log on another filesystem, `--server-env APL_NAME=value`
- * (repeatable) the server's configuration.
+ * (repeatable) the server's configuration, or `--server-env NODE_OPTIONS=...` the
+ * flags of the server's Node.js alone (the load generator runs without them).
  */
 export function serverOptions(a: { main?: string; 'wal-dir'?: string; 'server-env'?: string[] }): ServerOptions {
   const env = Object.fromEntries((a['server-env'] ?? []).map((kv) => {
-    const m = /^(APL_[A-Z0-9_]+)=(.*)$/s.exec(kv);
-    if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value`);
+    const m = /^(APL_[A-Z0-9_]+|NODE_OPTIONS)=(.*)$/s.exec(kv);
+    if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value or NODE_OPTIONS=flags`);
     return [m[1]!, m[2]!];
   }));
   return { env, ...(a.main === undefined ? {} : { mainJs: a.main }), ...(a['wal-dir'] === undefined ? {} : { walDir: a['wal-dir'] }) };
