@@ -23,6 +23,12 @@ export const PEER_DESCRIPTOR = {
                     "Propose": {
                       "requestType": "ProposeRequest",
                       "responseType": "ProposeReply"
+                    },
+                    "Forward": {
+                      "requestType": "ForwardRequest",
+                      "requestStream": true,
+                      "responseType": "ForwardReply",
+                      "responseStream": true
                     }
                   }
                 },
@@ -111,6 +117,38 @@ export const PEER_DESCRIPTOR = {
                     "term": {
                       "type": "uint64",
                       "id": 2
+                    }
+                  }
+                },
+                "ForwardRequest": {
+                  "fields": {
+                    "id": {
+                      "type": "uint64",
+                      "id": 1
+                    },
+                    "operation": {
+                      "type": "bytes",
+                      "id": 2
+                    }
+                  }
+                },
+                "ForwardReply": {
+                  "fields": {
+                    "id": {
+                      "type": "uint64",
+                      "id": 1
+                    },
+                    "index": {
+                      "type": "uint64",
+                      "id": 2
+                    },
+                    "term": {
+                      "type": "uint64",
+                      "id": 3
+                    },
+                    "error": {
+                      "type": "string",
+                      "id": 4
                     }
                   }
                 }

@@ -2,7 +2,9 @@
  * The peer mesh: gRPC over mutual TLS 1.3 between the members of one cluster
  * (proto/peer.proto). It carries Raft messages on one long-lived stream per ordered
  * pair of members, streams the state store to a member behind the log's compaction,
- * and forwards proposals from followers to the primary.
+ * and forwards proposals from followers to the primary: operations on one long-lived
+ * stream per follower and primary (the certificate is read once, when it opens, not
+ * once per operation), membership changes as single calls.
  *
  * Trust: every certificate is signed by the cluster CA; a peer is the node id its
  * certificate names (subject CN, also a DNS name in the SAN), and that id must be a
@@ -78,6 +80,8 @@ const types = {
   ack: root.lookupType('apl.peer.v1.SnapshotAck'),
   proposeRequest: root.lookupType('apl.peer.v1.ProposeRequest'),
   proposeReply: root.lookupType('apl.peer.v1.ProposeReply'),
+  forwardRequest: root.lookupType('apl.peer.v1.ForwardRequest'),
+  forwardReply: root.lookupType('apl.peer.v1.ForwardReply'),
 };
 
 interface RaftBatch { messages: Uint8Array[] }
@@ -85,12 +89,14 @@ interface WireChunk { message?: Uint8Array; position?: { applied: unknown; term:
 interface SnapshotAck { installed: boolean; reason: string }
 interface ProposeRequest { operation: Uint8Array; confChange?: string }
 interface ProposeReply { index: unknown; term: unknown }
+interface ForwardRequest { id: unknown; operation: Uint8Array }
+interface ForwardReply { id: unknown; index: unknown; term: unknown; error: string }
 
-function method<Req, Res>(name: string, requestStream: boolean, req: protobuf.Type, res: protobuf.Type): grpc.MethodDefinition<Req, Res> {
+function method<Req, Res>(name: string, requestStream: boolean, req: protobuf.Type, res: protobuf.Type, responseStream = false): grpc.MethodDefinition<Req, Res> {
   return {
     path: `/apl.peer.v1.Peer/${name}`,
     requestStream,
-    responseStream: false,
+    responseStream,
     originalName: name,
     requestSerialize: (v: Req) => Buffer.from(req.encode(req.fromObject(v as object)).finish()),
     requestDeserialize: (b: Buffer) => req.decode(b) as unknown as Req,
@@ -103,6 +109,7 @@ export const PEER_SERVICE = {
   raft: method<RaftBatch, object>('Raft', true, types.batch, types.end),
   snapshot: method<WireChunk, SnapshotAck>('Snapshot', true, types.chunk, types.ack),
   propose: method<ProposeRequest, ProposeReply>('Propose', false, types.proposeRequest, types.proposeReply),
+  forward: method<ForwardRequest, ForwardReply>('Forward', true, types.forwardRequest, types.forwardReply, true),
 } satisfies grpc.ServiceDefinition;
 
 /** gRPC's own cap on one message; a snapshot chunk is about 1 MiB, an append at most max_size_per_msg. */
@@ -111,6 +118,17 @@ const MESSAGE_BYTES_MAX = 16 << 20;
 const BATCH_BYTES_MAX = 1 << 20;
 /** after a stream to a peer broke, wait this long before opening another. */
 const RECONNECT_MS = 100;
+/** after a peer answered that it does not serve Forward, operations go to it as Propose calls this long before the stream is tried again. */
+const UNARY_FALLBACK_MS = 60_000;
+/**
+ * gRPC channel options of both ends. Channelz stays on although nothing here reads it:
+ * grpc-js (1.14) tracks a server's connections for forceShutdown only with it, so
+ * without it a closed mesh would leave its peers' streams open.
+ */
+const CHANNEL_OPTIONS = {
+  'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
+  'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
+} as const;
 /** a removed member's link stays open this long, so the primary can tell it of its removal. */
 const REMOVED_LINK_MS = 15_000;
 const ERROR_KEY = 'apl-error';
@@ -140,7 +158,7 @@ export class PeerMesh {
   private readonly codec: MessageCodec;
   /** the members in force whose calls are served (membership changes replace it). */
   private readonly memberIds = new Set<NodeId>();
-  private readonly server = new grpc.Server({ 'grpc.max_receive_message_length': MESSAGE_BYTES_MAX, 'grpc.max_send_message_length': MESSAGE_BYTES_MAX });
+  private readonly server = new grpc.Server(CHANNEL_OPTIONS);
   private readonly links = new Map<NodeId, Link>();
   private readonly transfers = new Set<NodeId>();
   private readonly retiring = new Map<NodeId, NodeJS.Timeout>();
@@ -190,6 +208,7 @@ export class PeerMesh {
       raft: (call: grpc.ServerReadableStream<RaftBatch, object>, done: grpc.sendUnaryData<object>) => this.onRaftStream(call, done),
       snapshot: (call: grpc.ServerReadableStream<WireChunk, SnapshotAck>, done: grpc.sendUnaryData<SnapshotAck>) => void this.onSnapshot(call, done),
       propose: (call: grpc.ServerUnaryCall<ProposeRequest, ProposeReply>, done: grpc.sendUnaryData<ProposeReply>) => void this.onPropose(call, done),
+      forward: (call: grpc.ServerDuplexStream<ForwardRequest, ForwardReply>) => this.onForward(call),
     });
     const address = `${this.o.host.includes(':') ? `[${this.o.host}]` : this.o.host}:${this.o.port}`;
     this.port = await new Promise<number>((resolve, reject) => {
@@ -209,28 +228,16 @@ export class PeerMesh {
 
   /** Forwards an operation to the primary; resolves with where the primary put it. */
   forward(leader: NodeId, operation: Uint8Array, timeoutMs: number): Promise<{ index: number; term: number }> {
-    return this.callPropose(leader, { operation }, timeoutMs);
+    const link = this.links.get(leader);
+    if (!link) return Promise.reject(new ForwardFailed(`${leader} is not a peer`));
+    return link.forwarder.forward(operation, timeoutMs);
   }
 
   /** Forwards a membership change to the primary; resolves with where the primary put it. */
   forwardConfChange(leader: NodeId, change: ConfChange, timeoutMs: number): Promise<{ index: number; term: number }> {
-    return this.callPropose(leader, { operation: new Uint8Array(), confChange: JSON.stringify(change) }, timeoutMs);
-  }
-
-  private callPropose(leader: NodeId, request: ProposeRequest, timeoutMs: number): Promise<{ index: number; term: number }> {
     const link = this.links.get(leader);
     if (!link) return Promise.reject(new ForwardFailed(`${leader} is not a peer`));
-    return new Promise((resolve, reject) => {
-      link.client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
-        if (err) {
-          const body = err.metadata?.get(ERROR_KEY)[0];
-          if (typeof body === 'string') reject(new ForwardRefused(JSON.parse(body) as ForwardRefused['body']));
-          else reject(new ForwardFailed(`the primary ${leader} did not answer: ${err.details || err.message}`));
-          return;
-        }
-        resolve({ index: u64(reply!.index), term: u64(reply!.term) });
-      });
-    });
+    return callPropose(link.client, leader, { operation: new Uint8Array(), confChange: JSON.stringify(change) }, timeoutMs);
   }
 
   async close(): Promise<void> {
@@ -333,11 +340,47 @@ export class PeerMesh {
       const conf = call.request.confChange;
       done(null, conf ? await this.handlers!.proposeConfChange(parseConfChange(conf)) : await this.handlers!.propose(call.request.operation));
     } catch (err) {
-      const body = (err as { body?: unknown }).body ?? { error: 'gateway_error', message: (err as Error).message };
       const metadata = new grpc.Metadata();
-      metadata.set(ERROR_KEY, JSON.stringify(body));
+      metadata.set(ERROR_KEY, JSON.stringify(refusalBody(err)));
       done({ code: grpc.status.FAILED_PRECONDITION, details: (err as Error).message, metadata });
     }
+  }
+
+  /**
+   * A follower's stream of forwarded operations. Its certificate is read once, here;
+   * each operation then asks only whether its member is still one (a removed member's
+   * stream is ended PERMISSION_DENIED). Each reply carries its request's id.
+   */
+  private onForward(call: grpc.ServerDuplexStream<ForwardRequest, ForwardReply>): void {
+    const from = this.caller(call);
+    if (from === null) {
+      call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+      return;
+    }
+    let open = true;
+    const reply = (r: ForwardReply) => {
+      if (open) call.write(r);
+    };
+    call.on('data', (r: ForwardRequest) => {
+      if (!open) return;
+      if (!this.memberIds.has(from)) {
+        open = false;
+        this.refuse('unknown_member', { peer: call.getPeer(), member: from }, 'a forwarded operation from a member no longer in the cluster was refused');
+        call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+        return;
+      }
+      this.handlers!.propose(r.operation).then(
+        (at) => reply({ id: r.id, index: at.index, term: at.term, error: '' }),
+        (err: unknown) => reply({ id: r.id, index: 0, term: 0, error: JSON.stringify(refusalBody(err)) }),
+      );
+    });
+    call.on('end', () => {
+      open = false;
+      call.end();
+    });
+    call.on('error', () => {
+      open = false;
+    });
   }
 
   // ---- outgoing ----
@@ -350,8 +393,7 @@ export class PeerMesh {
       checkServerIdentity: (_host, cert) => (certificateIdentity(cert, expected) === m.id ? undefined : new Error(`the certificate at ${m.peer_addr} does not name member ${m.id}`)),
     });
     return new grpc.Client(m.peer_addr, credentials, {
-      'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
-      'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
+      ...CHANNEL_OPTIONS,
       'grpc.keepalive_time_ms': 10_000,
       'grpc.keepalive_timeout_ms': 5_000,
       'grpc.initial_reconnect_backoff_ms': RECONNECT_MS,
@@ -410,6 +452,7 @@ class Link {
   private retryAt = 0;
   private closed = false;
   readonly client: grpc.Client;
+  readonly forwarder: Forwarder;
 
   constructor(
     readonly member: MeshMember,
@@ -418,6 +461,7 @@ class Link {
     private readonly unreachable: () => void,
   ) {
     this.client = client;
+    this.forwarder = new Forwarder(member.id, client);
   }
 
   push(bytes: Uint8Array): void {
@@ -439,6 +483,7 @@ class Link {
     this.closed = true;
     this.call?.end();
     this.call = null;
+    this.forwarder.close();
     this.client.close();
   }
 
@@ -486,6 +531,129 @@ class Link {
     this.call = call;
     return call;
   }
+}
+
+interface PendingForward {
+  operation: Uint8Array;
+  deadline: number;
+  timer: NodeJS.Timeout;
+  resolve(at: { index: number; term: number }): void;
+  reject(err: Error): void;
+}
+
+/**
+ * The operations this member forwards to one peer while that peer is the primary: one
+ * stream, opened by the first forward and again by the first after it broke. A forward
+ * not answered in its time, or whose stream broke first, fails as ForwardFailed (the
+ * primary may or may not have appended it); a refusal arrives as ForwardRefused. A peer
+ * that does not serve Forward (an older release) is sent Propose calls instead.
+ */
+class Forwarder {
+  private call: grpc.ClientDuplexStream<ForwardRequest, ForwardReply> | null = null;
+  private readonly pending = new Map<number, PendingForward>();
+  private nextId = 1;
+  /** until this time operations go as Propose calls: the peer answered UNIMPLEMENTED. */
+  private unaryUntil = 0;
+
+  constructor(
+    private readonly peer: NodeId,
+    private readonly client: grpc.Client,
+  ) {}
+
+  forward(operation: Uint8Array, timeoutMs: number): Promise<{ index: number; term: number }> {
+    if (Date.now() < this.unaryUntil) return callPropose(this.client, this.peer, { operation }, timeoutMs);
+    const call = this.call ?? this.open();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new ForwardFailed(`the primary ${this.peer} did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, { operation, deadline: Date.now() + timeoutMs, timer, resolve, reject });
+      // The gateway bounds the proposals waiting, so what the stream buffers is bounded too.
+      call.write({ id, operation });
+    });
+  }
+
+  close(): void {
+    const call = this.call;
+    this.call = null;
+    call?.cancel();
+    this.failAll(`the link to ${this.peer} closed`);
+  }
+
+  private open(): grpc.ClientDuplexStream<ForwardRequest, ForwardReply> {
+    const call = this.client.makeBidiStreamRequest(PEER_SERVICE.forward.path, PEER_SERVICE.forward.requestSerialize, PEER_SERVICE.forward.responseDeserialize);
+    call.on('data', (r: ForwardReply) => this.settle(r));
+    call.on('error', () => undefined); // its status follows and says why
+    call.on('status', (status: grpc.StatusObject) => this.ended(call, status));
+    this.call = call;
+    return call;
+  }
+
+  private settle(r: ForwardReply): void {
+    const id = u64(r.id);
+    const p = this.pending.get(id);
+    if (!p) return; // its time ran out first
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    if (!r.error) {
+      p.resolve({ index: u64(r.index), term: u64(r.term) });
+      return;
+    }
+    try {
+      p.reject(new ForwardRefused(JSON.parse(r.error) as ForwardRefused['body']));
+    } catch {
+      p.reject(new ForwardFailed(`the primary ${this.peer} answered a refusal that is not JSON`));
+    }
+  }
+
+  /** The stream ended: what waits on it fails, or, if the peer does not serve Forward, goes as Propose calls. */
+  private ended(call: grpc.ClientDuplexStream<ForwardRequest, ForwardReply>, status: grpc.StatusObject): void {
+    if (this.call !== call) return;
+    this.call = null;
+    if (status.code !== grpc.status.UNIMPLEMENTED) {
+      this.failAll(`the stream to the primary ${this.peer} ended: ${status.details || grpc.status[status.code]}`);
+      return;
+    }
+    // Refused before any request was read: nothing was appended, so each is sent again.
+    this.unaryUntil = Date.now() + UNARY_FALLBACK_MS;
+    const waiting = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of waiting) {
+      clearTimeout(p.timer);
+      callPropose(this.client, this.peer, { operation: p.operation }, Math.max(1, p.deadline - Date.now())).then(p.resolve, p.reject);
+    }
+  }
+
+  private failAll(why: string): void {
+    const waiting = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of waiting) {
+      clearTimeout(p.timer);
+      p.reject(new ForwardFailed(why));
+    }
+  }
+}
+
+/** One Propose call: resolves with where the primary appended the proposal. */
+function callPropose(client: grpc.Client, leader: NodeId, request: ProposeRequest, timeoutMs: number): Promise<{ index: number; term: number }> {
+  return new Promise((resolve, reject) => {
+    client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
+      if (err) {
+        const body = err.metadata?.get(ERROR_KEY)[0];
+        if (typeof body === 'string') reject(new ForwardRefused(JSON.parse(body) as ForwardRefused['body']));
+        else reject(new ForwardFailed(`the primary ${leader} did not answer: ${err.details || err.message}`));
+        return;
+      }
+      resolve({ index: u64(reply!.index), term: u64(reply!.term) });
+    });
+  });
+}
+
+/** The `{error, message}` body a refused proposal is answered with. */
+function refusalBody(err: unknown): object {
+  return (err as { body?: object }).body ?? { error: 'gateway_error', message: (err as Error).message };
 }
 
 /** A forwarded ConfChange; a malformed one is refused like a malformed operation. */
