@@ -2,7 +2,7 @@
 // one process, joined by a transport that delivers Raft messages between them. A
 // compaction decided while no member installs anything, whose store sync is still
 // running when a member begins to install, does not run once the sync is done; and the
-// rule itself, holdsCompaction, holds only for a live installing member and only for
+// rule itself, holdsCompaction, holds only for a live member installing or behind, and only for
 // SNAPSHOT_HOLD_INTERVALS intervals.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,17 +15,21 @@ import { Metrics } from './metrics.js';
 import { holdsCompaction, Replica, type Transport } from './replica.js';
 import type { WrapDb } from './ledger-store.js';
 
-const progress = (state: ProgressStatus['state'], recentActive: boolean): ProgressStatus =>
-  ({ match: 0, next: 1, state, voter: true, paused: false, recentActive, inflight: 0 });
+const progress = (state: ProgressStatus['state'], recentActive: boolean, match = 1_000): ProgressStatus =>
+  ({ match, next: match + 1, state, voter: true, paused: false, recentActive, inflight: 0 });
 
-t.test('holdsCompaction: only a live member installing a store holds, and only for five intervals', async (t) => {
+t.test('holdsCompaction: only a live member installing a store or behind the index holds, and only for five intervals', async (t) => {
   const leader = progress('replicate', true);
   t.notOk(holdsCompaction(null, 200, 100, 20), 'a follower has no progress to read');
-  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true) }, 120, 100, 20), 'no member installs');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true) }, 120, 100, 20), 'no member installs or is behind');
   t.ok(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 120, 100, 20), 'a live member installs');
   t.notOk(holdsCompaction({ n1: leader, n2: progress('snapshot', false) }, 120, 100, 20), 'a silent one does not hold the log');
+  t.ok(holdsCompaction({ n1: leader, n2: progress('replicate', true, 119) }, 120, 100, 20), 'a live member still needs entries below the index (it has just installed a store)');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true, 120) }, 120, 100, 20), 'one that has them all does not hold');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('probe', false, 0) }, 120, 100, 20), 'nor does a silent member behind (a dead one)');
   t.ok(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 199, 100, 20), 'held below five intervals');
   t.notOk(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 200, 100, 20), 'released at five intervals');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true, 0) }, 200, 100, 20), 'for a member behind too');
 });
 
 interface Member {

@@ -139,15 +139,17 @@ interface PendingCompaction {
 }
 
 /**
- * Whether compaction up to `index` waits. While a live member installs the store, the
- * log keeps the entries after the snapshot it was sent: compacted past them, the member
- * would need another store when it is done, and under steady writes it might never
- * catch up. The hold ends once the log has grown by SNAPSHOT_HOLD_INTERVALS intervals
- * since the last compaction, so that a stalled transfer cannot keep it growing.
+ * Whether compaction up to `index` waits. While a live member installs the store, and
+ * then while it takes the entries written meanwhile, the log keeps the entries it still
+ * needs: compacted past them, the member would need another store when it is done, and
+ * under steady writes (each store taking longer to send than the catch-up entries take
+ * to be written) it would never catch up. The hold ends once the log has grown by
+ * SNAPSHOT_HOLD_INTERVALS intervals since the last compaction, so that a stalled
+ * transfer or a slow member cannot keep it growing.
  */
 export function holdsCompaction(progress: Status['progress'], index: number, snapshotIndex: number, intervalEntries: number): boolean {
-  const installing = Object.values(progress ?? {}).some((p) => p.state === 'snapshot' && p.recentActive);
-  return installing && index - snapshotIndex < SNAPSHOT_HOLD_INTERVALS * intervalEntries;
+  const needed = Object.values(progress ?? {}).some((p) => p.recentActive && (p.state === 'snapshot' || p.match < index));
+  return needed && index - snapshotIndex < SNAPSHOT_HOLD_INTERVALS * intervalEntries;
 }
 
 export class Replica {
