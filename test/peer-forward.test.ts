@@ -8,24 +8,16 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { TLSSocket, createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { CERT_SCRIPT, ForwardFailed, ForwardRefused, Metrics, PEER_SERVICE, PeerMesh, createLogger, type MeshHandlers } from '@apl/node';
+import { freePort } from './support/cluster.js';
 import { testCerts } from './support/node.js';
 
 const certs = testCerts();
 execFileSync('bash', [CERT_SCRIPT, certs.dir, 'n9'], { stdio: 'ignore' });
 const pem = (id: string) => ({ ca: readFileSync(certs.ca), cert: readFileSync(join(certs.dir, `${id}.pem`)), key: readFileSync(join(certs.dir, `${id}-key.pem`)) });
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 type Propose = MeshHandlers['propose'];
 
