@@ -156,7 +156,8 @@ function emit(v: unknown): string {
   if (typeof v === 'bigint') return v.toString();
   if (typeof v === 'number') return Number.isFinite(v) ? JSON.stringify(v) : 'null';
   if (typeof v === 'string' || typeof v === 'boolean') return JSON.stringify(v);
-  if (Array.isArray(v)) return `[${v.map(emit).join(',')}]`;
+  // Array.from, not map: a mutation may have given the array an own `constructor`.
+  if (Array.isArray(v)) return `[${Array.from(v, emit).join(',')}]`;
   const o = v as Record<string, unknown>;
   if (typeof o.$raw === 'string') return o.$raw;
   if (typeof o.$deep === 'number') {
@@ -420,9 +421,13 @@ function mutateText(text: string, m: Mutation): string {
 
 function intentRequest(c: IntentCase): { req: RawRequest; txn: unknown; agent: unknown } {
   const { env } = baseEnvelope(c);
-  for (const m of c.mutations) mutate(env, m);
+  // The mutations' values belong to fast-check, which shares some between runs and
+  // slices arrays when it reports or shrinks: a later mutation may give one an own
+  // `constructor`, so the envelope takes copies.
+  const mutations = structuredClone(c.mutations);
+  for (const m of mutations) mutate(env, m);
   let text = emit(env);
-  for (const m of c.mutations) text = mutateText(text, m);
+  for (const m of mutations) text = mutateText(text, m);
   const headers: Record<string, string> = {};
   if (c.contentType !== null) headers['content-type'] = c.contentType;
   if (c.encoding !== null) headers['content-encoding'] = c.encoding;
