@@ -597,15 +597,8 @@ class Forwarder {
     if (!p) return; // its time ran out first
     this.pending.delete(id);
     clearTimeout(p.timer);
-    if (!r.error) {
-      p.resolve({ index: u64(r.index), term: u64(r.term) });
-      return;
-    }
-    try {
-      p.reject(new ForwardRefused(JSON.parse(r.error) as ForwardRefused['body']));
-    } catch {
-      p.reject(new ForwardFailed(`the primary ${this.peer} answered a refusal that is not JSON`));
-    }
+    if (r.error) p.reject(refusalFrom(r.error, this.peer));
+    else p.resolve({ index: u64(r.index), term: u64(r.term) });
   }
 
   /** The stream ended: what waits on it fails, or, if the peer does not serve Forward, goes as Propose calls. */
@@ -642,8 +635,7 @@ function callPropose(client: grpc.Client, leader: NodeId, request: ProposeReques
     client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
       if (err) {
         const body = err.metadata?.get(ERROR_KEY)[0];
-        if (typeof body === 'string') reject(new ForwardRefused(JSON.parse(body) as ForwardRefused['body']));
-        else reject(new ForwardFailed(`the primary ${leader} did not answer: ${err.details || err.message}`));
+        reject(typeof body === 'string' ? refusalFrom(body, leader) : new ForwardFailed(`the primary ${leader} did not answer: ${err.details || err.message}`));
         return;
       }
       resolve({ index: u64(reply!.index), term: u64(reply!.term) });
@@ -654,6 +646,15 @@ function callPropose(client: grpc.Client, leader: NodeId, request: ProposeReques
 /** The `{error, message}` body a refused proposal is answered with. */
 function refusalBody(err: unknown): object {
   return (err as { body?: object }).body ?? { error: 'gateway_error', message: (err as Error).message };
+}
+
+/** The primary's refusal read back from the JSON of its body (refusalBody's other end). */
+function refusalFrom(text: string, peer: NodeId): ForwardRefused | ForwardFailed {
+  try {
+    return new ForwardRefused(JSON.parse(text) as ForwardRefused['body']);
+  } catch {
+    return new ForwardFailed(`the primary ${peer} answered a refusal that is not JSON`);
+  }
 }
 
 /** A forwarded ConfChange; a malformed one is refused like a malformed operation. */
