@@ -94,7 +94,7 @@ export const ConfigSchema = z.strictObject({
     // An append must fit one gRPC message on the peer mesh (16 MiB).
     max_size_per_msg: count(1 << 20, 8 << 20),
     max_uncommitted_entries: count(10_000, 1_000_000),
-    /** wal_segment_bytes: the size of a segment of the Raft log, zero-filled when it is made (docs/raft.md). */
+    /** wal_segment_bytes: the size of a segment of the Raft log, zero-filled when first made, used again once freed (docs/raft.md). */
     wal_segment_bytes: int(1 << 16, 1 << 30, 'a number of bytes from 65536 to 1073741824').default(64 << 20),
   }).prefault({}),
   store: z.strictObject({

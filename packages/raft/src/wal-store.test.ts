@@ -4,9 +4,13 @@
 // it; a torn record at the end of the last segment (a crash during a write that was
 // never acknowledged) is dropped and zeroed, and writes go on after it; a damaged record
 // with records after it, a missing segment and a missing or damaged snapshot file are
-// refused, never skipped; a save larger than a segment gets a segment of its own.
+// refused, never skipped; a save larger than a segment gets a segment of its own; a
+// segment a compaction frees is used again, and what it held before never reads as the
+// log, also after a crash; segments written before seeds are read and appended to as
+// they were written, and never used again.
 import { appendFile, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { crc32 } from 'node:zlib';
 import { join } from 'node:path';
 import t from 'tap';
 import type { SaveBatch } from './storage.js';
@@ -239,5 +243,177 @@ t.test('the identity is kept beside the log', async (t) => {
   await s.close();
   s = await WalLogStore.open(dir);
   t.same(await s.identity(), { clusterId: 'c', nodeId: 'n1', members: ['n1', 'n2'] });
+  await s.close();
+});
+
+/** A segment size above the tail open() zeroes (1 MiB), and entries that fill it in a few saves. */
+const MIB2 = { segmentBytes: 2 * 1024 * 1024 };
+const BIG = 300 * 1024;
+const bigEntry = (index: number) => ({ index, term: 1, data: bytes(`${index}:`.padEnd(BIG, String(index % 10))) });
+const saveBig = (s: WalLogStore, index: number) => s.save(batch({ hardState: hs(1, 'a', index), entries: [bigEntry(index)] }));
+const inodes = async (dir: string, names: string[]) => new Map(await Promise.all(names.map(async (n) => [(await stat(join(dir, n))).ino, n] as const)));
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, k) => from + k);
+
+/** A store whose current segment was freed by a compaction and used again, with `n` entries in it. */
+async function reusedSegment(t: Parameters<typeof tempDir>[0], n: number): Promise<{ dir: string; s: WalLogStore; last: number; path: string }> {
+  const dir = await tempDir(t);
+  const s = await WalLogStore.open(dir, MIB2);
+  let last = 0;
+  while (last < 40) await saveBig(s, ++last);
+  const before = await inodes(dir, await segments(dir));
+  await s.saveSnapshot(snapshot(30, 1));
+  await s.settled();
+  const free = (await readdir(dir)).filter((x) => x.endsWith('.free'));
+  if (free.length !== 2) throw new Error(`freed segments kept: ${free.join(', ')}`);
+  // Write until the segment of the newest entry is one of those freed, with n entries in it.
+  const holding = async (index: number) => {
+    for (const x of await segments(dir)) if ((await readFile(join(dir, x))).includes(`${index}:`)) return x;
+    throw new Error(`entry ${index} is in no segment`);
+  };
+  for (;;) {
+    await saveBig(s, ++last);
+    const current = await holding(last);
+    const was = before.get((await stat(join(dir, current))).ino);
+    if (was !== undefined && was !== current && (n === 1 || (await holding(last - n + 1)) === current)) return { dir, s, last, path: join(dir, current) };
+    if (last > 200) throw new Error('no freed segment was used again');
+  }
+}
+
+t.test('a segment a compaction frees is used again as the next one, and its old records never read', async (t) => {
+  const { dir, s, last, path } = await reusedSegment(t, 1);
+  t.pass(`entry ${last} is in ${path.split('/').at(-1)}, a segment freed by the compaction and renamed`);
+  const old = await readFile(path);
+  let end = old.length;
+  while (end > 0 && old[end - 1] === 0) end--;
+  t.ok(end > old.length / 2, 'the records it held before are still on disk, behind the new ones');
+  t.same(indexes(await s.load()), range(31, last), 'the log is what was written, and nothing of before');
+  await s.close();
+  const again = await WalLogStore.open(dir, MIB2);
+  t.same(indexes(await again.load()), range(31, last), 'and so after reopening');
+  await saveBig(again, last + 1);
+  await again.close();
+  const third = await WalLogStore.open(dir, MIB2);
+  t.same(indexes(await third.load()), range(31, last + 1), 'writes go on after it');
+  await third.close();
+});
+
+t.test('after a torn write in a segment used again, records after the torn one never come back', async (t) => {
+  const { dir, s, last, path } = await reusedSegment(t, 1);
+  // Two more writes in the segment, then the first of them damaged as a torn write
+  // leaves it: the second is whole after it, and checks under the segment's seed.
+  await saveBig(s, last + 1);
+  await saveBig(s, last + 2);
+  await s.close();
+  t.equal((await segments(dir)).filter((x) => join(dir, x) > path).length, 1, 'the two writes are in the same segment (a spare after it)');
+  const b = await readFile(path);
+  const at = b.indexOf(Buffer.from(`${last + 1}:`)) + 100;
+  b[at] = b[at]! ^ 0xff;
+  await writeFile(path, b);
+
+  let r = await WalLogStore.open(dir, MIB2);
+  t.same(indexes(await r.load()), range(31, last), 'the log ends before the torn record');
+  // The same entry written again has the same length: over the torn one, it would put
+  // the whole record after it back at the end of the log.
+  await saveBig(r, last + 1);
+  await r.close();
+  r = await WalLogStore.open(dir, MIB2);
+  t.same(indexes(await r.load()), range(31, last + 1), `entry ${last + 2}, never acknowledged, does not come back`);
+  await r.close();
+});
+
+t.test('a damaged record in a segment used again, with segments after it, is corruption', async (t) => {
+  const { dir, s, last, path } = await reusedSegment(t, 2);
+  while ((await segments(dir)).filter((x) => join(dir, x) > path).length < 2) await saveBig(s, ...[last + 1 + (await s.load()).entries.filter((e) => e.index > last).length]);
+  await s.close();
+  const b = await readFile(path);
+  const at = b.indexOf(Buffer.from(`${last}:`)) + 100;
+  b[at] = b[at]! ^ 0xff;
+  await writeFile(path, b);
+  await t.rejects(WalLogStore.open(dir, MIB2), { name: 'LogStoreCorruptError', message: /an invalid record at byte \d+, and records after it/ });
+});
+
+/** A record as the log wrote it before seeds: its body's plain CRC-32. */
+function legacyRecord(body: Uint8Array): Buffer {
+  const out = Buffer.alloc(8 + body.length);
+  out.writeUInt32BE(body.length, 0);
+  out.writeUInt32BE(crc32(body), 4);
+  out.set(body, 8);
+  return out;
+}
+
+t.test('a segment written before seeds is read, appended to as it was written, and never used again', async (t) => {
+  const dir = await tempDir(t);
+  const hsBody = Buffer.concat([Buffer.from([2]), Buffer.from(JSON.stringify({ term: 1, vote: 'a', commit: 3 }))]);
+  const entry = (index: number) => {
+    const body = Buffer.alloc(18 + 100, '.');
+    body[0] = 1;
+    body.writeBigUInt64BE(BigInt(index), 1);
+    body.writeBigUInt64BE(1n, 9);
+    body[17] = 0;
+    return legacyRecord(body);
+  };
+  const segment = Buffer.alloc(SMALL.segmentBytes);
+  Buffer.concat([legacyRecord(hsBody), entry(1), entry(2), entry(3)]).copy(segment);
+  await writeFile(join(dir, '0000000000000001.wal'), segment);
+
+  let s = await WalLogStore.open(dir, SMALL);
+  let b = await s.load();
+  t.same(indexes(b), [1, 2, 3], 'its entries load');
+  t.same(b.hardState, hs(1, 'a', 3));
+  await s.save(batch({ hardState: hs(1, 'a', 4), entries: ents([1], 4) }));
+  await s.close();
+  const first = await readFile(join(dir, '0000000000000001.wal'));
+  let pos = 0;
+  let records = 0;
+  for (;;) {
+    const length = first.readUInt32BE(pos);
+    if (length === 0) break;
+    t.equal(first.readUInt32BE(pos + 4), crc32(first.subarray(pos + 8, pos + 8 + length)), `record ${++records} has a plain CRC-32`);
+    pos += 8 + length;
+  }
+  t.equal(records, 6, 'the write went on in the same segment: the head, three entries, the new entry and hard state');
+
+  s = await WalLogStore.open(dir, SMALL);
+  await fill(s, 200);
+  const legacyInode = (await stat(join(dir, '0000000000000001.wal'))).ino;
+  await s.saveSnapshot(snapshot(150, 1));
+  await s.settled();
+  const free = (await readdir(dir)).filter((x) => x.endsWith('.free'));
+  t.equal(free.length, 2, 'freed segments with seeds are kept');
+  t.notOk(free.includes('0000000000000001.free'), 'the one without is not');
+  t.notOk([...(await inodes(dir, await readdir(dir))).keys()].includes(legacyInode), 'it is deleted');
+  await s.close();
+  s = await WalLogStore.open(dir, SMALL);
+  b = await s.load();
+  t.same(indexes(b), range(151, 200));
+  await s.close();
+});
+
+t.test('freed segments kept at a close are used again after reopening; more than two are deleted', async (t) => {
+  const dir = await tempDir(t);
+  let s = await WalLogStore.open(dir, SMALL);
+  await fill(s, 200);
+  await s.saveSnapshot(snapshot(190, 1));
+  await s.settled();
+  const free = (await readdir(dir)).filter((x) => x.endsWith('.free')).sort();
+  t.equal(free.length, 2, `two kept, of the segments freed: ${free.join(', ')}`);
+  const kept = await inodes(dir, free);
+  await s.close();
+  await writeFile(join(dir, '0000000000000fff.free'), 'a freed segment of another size');
+  s = await WalLogStore.open(dir, SMALL);
+  t.notOk((await readdir(dir)).includes('0000000000000fff.free'), 'a freed file not of the segment size is deleted at open');
+  const before = new Set(await segments(dir));
+  await fill(s, 0);
+  for (let i = 201; [...(await inodes(dir, await segments(dir))).keys()].filter((ino) => kept.has(ino)).length < 2; i++) {
+    if (i > 400) throw new Error('the kept segments were not used again');
+    await s.save(batch({ hardState: hs(1, 'a', i), entries: [{ index: i, term: 1, data: bytes('x'.repeat(100)) }] }));
+  }
+  t.pass('both kept segments became segments again');
+  t.ok((await segments(dir)).some((x) => !before.has(x)), 'as new segment numbers');
+  await s.close();
+  s = await WalLogStore.open(dir, SMALL);
+  const b = await s.load();
+  t.equal(b.entries[0]!.index, 191);
+  t.same(indexes(b), range(191, b.entries.at(-1)!.index), 'the log is contiguous after the snapshot');
   await s.close();
 });

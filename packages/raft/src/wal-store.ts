@@ -5,12 +5,13 @@
 // Why not a database: an append that grows a file changes its size, so its fsync must
 // commit the filesystem's journal, and on ext4 that commit waits for whatever other
 // files' data the journal orders before it (the state store's writes and LevelDB's
-// compactions, on the same filesystem). A segment is filled with zeros when it is made,
-// so a record written into it later changes no metadata: `fdatasync` flushes the
-// record's pages and nothing else.
+// compactions, on the same filesystem). A segment is filled with zeros when it is first
+// made (or is a freed one used again), so a record written into it later changes no
+// metadata: `fdatasync` flushes the record's pages and nothing else.
 //
 // Layout, under the store's directory:
 //   <seq, 16 hex>.wal          segments, numbered in the order they are written
+//   <seq, 16 hex>.free         segments a compaction freed, kept to be used again
 //   snap/<index, 16 hex>.snap  snapshots: u32 CRC-32 of the rest, u32 meta length,
 //                              meta JSON {index, term, conf}, then the data
 //   identity.json              the member's identity {clusterId, nodeId, members}
@@ -22,24 +23,39 @@
 //                (snap/<index>.snap holds it); with `replaces` the entries before this
 //                record are all dropped (a snapshot from the leader replaces the log),
 //                without it only those at or below the index (a compaction)
-// A length of zero ends a segment's records: the rest is the zero fill. Each save is
-// one write of its records at the end of the current segment, then `fdatasync` when it
-// must be durable. Replay reads the records in order: an entry at index i drops every
-// entry at or after i first (a conflicting suffix).
+// A length of zero ends a segment's records. Each save is one write of its records at
+// the end of the current segment, then `fdatasync` when it must be durable. Replay
+// reads the records in order: an entry at index i drops every entry at or after i
+// first (a conflicting suffix).
+//
+// Segments are used again, as PostgreSQL recycles its WAL files: a compaction renames
+// a segment it frees to `.free` (two at most are kept), and the next spare is one of
+// them renamed, instead of a new file of zeros (64 MiB written and synced, beside the
+// log's own syncs) and an unlink. What such a segment held before stays behind its new
+// records, so a record's CRC-32 starts from a seed of its segment's number: a record of
+// the segment's earlier life never checks under its new number (a CRC's start value
+// changes the result for every input), and reads as the end of the log. Segments
+// written before seeds have seed 0 (a plain CRC-32): a segment whose first record
+// checks only that way is read and appended to that way, and is never used again.
 //
 // A crash can leave a torn record at the end of the last segment (it was never
 // acknowledged: its write had not returned from fdatasync). open() stops the log at the
-// last whole record and zeroes what follows, so a torn or invalid record anywhere else
-// is corruption, reported, never skipped.
+// last whole record. What follows it may hold whole records of the same segment's
+// writes that were never acknowledged (a torn write's later part): they are zeroed when
+// they end within ZERO_CHUNK of the log's end; otherwise (a used-again segment's
+// earlier records) an end of records is written there and the next write starts a new
+// segment. A segment left for the next one always ends with an end of records, so a
+// torn or invalid record anywhere but the end of the log is corruption, reported,
+// never skipped.
 //
 // A segment that is full is followed by the next, which starts with the hard state and
 // the latest snapshot record, so that the segments before it are not needed to know
 // them. A compaction (saveSnapshot) writes the snapshot's file, then its record, then
-// deletes the segments whose entries are all covered: it costs a few unlinks, whatever
-// the length of the log, and they run beside later writes, not ahead of them. The next
-// segment is made in the background, ahead of need.
+// frees the segments whose entries are all covered: it costs a few renames or unlinks,
+// whatever the length of the log, and they run beside later writes, not ahead of them.
+// The next segment is made in the background, ahead of need.
 import { crc32 } from 'node:zlib';
-import { mkdir, open, readdir, readFile, rename, rm, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { EMPTY_HARD_STATE } from './entry.js';
 import type { Identity } from './identity.js';
@@ -56,6 +72,10 @@ const T_HARD_STATE = 2;
 const T_SNAPSHOT = 3;
 const ENTRY_CONF = 1;
 const ZERO_CHUNK = 1024 * 1024;
+/** the freed segments kept to be used again; more are deleted. */
+const FREE_KEPT = 2;
+/** the seed of segments written before seeds: a plain CRC-32. */
+const LEGACY_SEED = 0;
 
 interface Segment {
   seq: number;
@@ -63,6 +83,8 @@ interface Segment {
   size: number;
   /** the highest entry index written in it; 0 when none. */
   maxIndex: number;
+  /** the start value of its records' CRC-32: seedOf(seq), or LEGACY_SEED. */
+  seed: number;
 }
 
 interface SnapshotRecord {
@@ -87,6 +109,8 @@ export class WalLogStore implements LogStore {
   private cleanup: Promise<void> = Promise.resolve();
   /** the next segment, made ahead of need; null when none is being made. */
   private spare: Promise<Segment> | null = null;
+  /** the freed segments kept to be used again (`.free` files of segmentBytes), oldest first. */
+  private readonly free: string[] = [];
   /**
    * The last hard state and snapshot record written (not merely queued): a new
    * segment starts with them, and must not claim what a queued write has not yet made
@@ -148,7 +172,7 @@ export class WalLogStore implements LogStore {
     const snapshot = rd.snapshot;
     return this.enqueue(async () => {
       if (snapshot !== null) await this.writeSnapshotFile(snapshot);
-      await this.append(concat(records), maxIndex, rd.mustSync || snapshot !== null);
+      await this.append(records, maxIndex, rd.mustSync || snapshot !== null);
       if (snap !== null) this.written.snap = snap;
       if (hardState !== null) this.written.hardState = hardState;
     });
@@ -163,7 +187,7 @@ export class WalLogStore implements LogStore {
     const record: SnapshotRecord = { index, term: snapshot.meta.term };
     return this.enqueue(async () => {
       await this.writeSnapshotFile(snapshot);
-      await this.append(snapshotRecord(record, false), 0, true);
+      await this.append([snapshotRecord(record, false)], 0, true);
       this.written.snap = record;
       this.dropCovered(index);
     });
@@ -210,17 +234,18 @@ export class WalLogStore implements LogStore {
     return run;
   }
 
-  /** Writes `bytes` at the end of the current segment, cutting a new one if it does not fit. */
-  private async append(bytes: Uint8Array, maxIndex: number, sync: boolean): Promise<void> {
+  /** Writes `records` at the end of the current segment, cutting a new one if they do not fit. */
+  private async append(records: Uint8Array[], maxIndex: number, sync: boolean): Promise<void> {
+    const length = records.reduce((n, r) => n + r.length, 0);
     let seg = this.segments.at(-1);
     // HEADER: a record of length zero must fit after the last record, to end the segment.
-    if (seg === undefined || this.fh === null || this.pos + bytes.length + HEADER > seg.size) {
-      await this.cut(bytes.length);
+    if (seg === undefined || this.fh === null || this.pos + length + HEADER > seg.size) {
+      await this.cut(length);
       seg = this.segments.at(-1)!;
     }
     const fh = this.fh!;
-    await writeAll(fh, bytes, this.pos);
-    this.pos += bytes.length;
+    await writeAll(fh, seal(records, seg.seed), this.pos);
+    this.pos += length;
     seg.maxIndex = Math.max(seg.maxIndex, maxIndex);
     this.unsynced = !sync;
     if (sync) await fh.datasync();
@@ -228,14 +253,16 @@ export class WalLogStore implements LogStore {
 
   /**
    * Moves the writes to a new segment, which starts with the hard state and the
-   * snapshot record. The segment left behind is synced first: records after it must
-   * never be durable while its own unsynced tail could be torn. The new segment's head
-   * is synced with the first synced write after it.
+   * snapshot record. The segment left behind gets an end of records and is synced
+   * first: records after it must never be durable while its own tail could be torn, or
+   * while what follows its records could read as records. The new segment's head is
+   * synced with the first synced write after it.
    */
   private async cut(need: number): Promise<void> {
     const { hardState, snap } = this.written;
-    const head = concat([hardStateRecord(hardState), ...(snap === null ? [] : [snapshotRecord(snap, false)])]);
-    const size = need + head.length + HEADER;
+    const head = [hardStateRecord(hardState), ...(snap === null ? [] : [snapshotRecord(snap, false)])];
+    const headLength = head.reduce((n, r) => n + r.length, 0);
+    const size = need + headLength + HEADER;
     const seq = (this.segments.at(-1)?.seq ?? 0) + 1;
     let next = this.spare === null ? null : await this.spare;
     this.spare = null;
@@ -244,20 +271,29 @@ export class WalLogStore implements LogStore {
       next = await this.makeSegment(seq, Math.max(size, this.segmentBytes));
     }
     if (this.fh !== null) {
-      if (this.unsynced) await this.fh.datasync();
+      await this.endSegment();
       await this.fh.close();
     }
     const fh = await open(next.path, 'r+');
-    await writeAll(fh, head, 0);
+    await writeAll(fh, seal(head, next.seed), 0);
     this.fh = fh;
     this.unsynced = true;
-    this.pos = head.length;
+    this.pos = headLength;
     this.segments.push(next);
     this.makeSpare();
   }
 
+  /** Writes an end of records at the write position of the current segment, and syncs it. */
+  private async endSegment(): Promise<void> {
+    await writeAll(this.fh!, new Uint8Array(HEADER), this.pos);
+    await this.fh!.datasync();
+    this.unsynced = false;
+  }
+
   private makeSpare(): void {
-    const spare = this.makeSegment(this.segments.at(-1)!.seq + 1, this.segmentBytes);
+    const seq = this.segments.at(-1)!.seq + 1;
+    const free = this.free.shift();
+    const spare = free === undefined ? this.makeSegment(seq, this.segmentBytes) : this.reuse(free, seq);
     // An error surfaces at the cut that needs the spare.
     spare.catch(() => undefined);
     this.spare = spare;
@@ -282,28 +318,51 @@ export class WalLogStore implements LogStore {
     }
     await rename(tmp, path);
     await syncDir(this.dir);
-    return { seq, path, size, maxIndex: 0 };
+    return { seq, path, size, maxIndex: 0, seed: seedOf(seq) };
   }
 
   /**
-   * Deletes the segments before the current one whose entries are all at or below
-   * `index`, and the snapshot files before it, once the snapshot's record is durable.
-   * They are garbage from then on, so the deletions run beside the writes that follow
-   * instead of ahead of them: an unlink on a busy filesystem can take hundreds of
-   * milliseconds, and every commit would wait behind it. The segments leave the list
-   * at once; a crash before their files are gone leaves what a crash between the record
-   * and the deletions always could, and open() reads past them. A deletion that fails
-   * fails the store, as a failed write does.
+   * Makes segment `seq` of a freed one. Its old records stay until overwritten and
+   * never check under the new seed; a crash before its first record leaves a segment
+   * without records after the last one, which open() removes.
+   */
+  private async reuse(free: string, seq: number): Promise<Segment> {
+    const path = join(this.dir, segmentName(seq));
+    await rename(free, path);
+    await syncDir(this.dir);
+    return { seq, path, size: this.segmentBytes, maxIndex: 0, seed: seedOf(seq) };
+  }
+
+  /**
+   * Frees the segments before the current one whose entries are all at or below
+   * `index`, and deletes the snapshot files before it, once the snapshot's record is
+   * durable. A freed segment is kept to be used again (renamed to `.free`) while fewer
+   * than FREE_KEPT are, if it has the usual size and a seed; the others are deleted.
+   * They are garbage from then on, so this runs beside the writes that follow instead
+   * of ahead of them: an unlink on a busy filesystem can take hundreds of milliseconds,
+   * and every commit would wait behind it. The segments leave the list at once, and
+   * leave the directory oldest first, so the segments left stay numbered without a gap;
+   * a crash before their files are gone leaves what a crash between the record and the
+   * deletions always could, and open() reads past them. A rename or deletion that
+   * fails fails the store, as a failed write does.
    */
   private dropCovered(index: number): void {
     const current = this.segments.at(-1);
     const drop = this.segments.filter((s) => s !== current && s.maxIndex <= index);
     this.segments.splice(0, this.segments.length, ...this.segments.filter((s) => !drop.includes(s)));
     this.cleanup = this.cleanup.then(async () => {
-      if (drop.length > 0) {
-        for (const s of drop) await rm(s.path, { force: true });
-        await syncDir(this.dir);
+      const kept: string[] = [];
+      for (const s of drop) {
+        if (this.free.length + kept.length < FREE_KEPT && s.seed !== LEGACY_SEED && s.size === this.segmentBytes) {
+          const path = join(this.dir, freeName(s.seq));
+          await rename(s.path, path);
+          kept.push(path);
+        } else {
+          await rm(s.path, { force: true });
+        }
       }
+      if (drop.length > 0) await syncDir(this.dir);
+      this.free.push(...kept);
       const names = await readdir(join(this.dir, 'snap'));
       for (const n of names) {
         const i = snapshotIndexOf(n);
@@ -360,11 +419,15 @@ export class WalLogStore implements LogStore {
 
   /** Reads every segment at open: the boot state, the write position, a torn tail zeroed. */
   private async replay(): Promise<void> {
-    const names = await readdir(this.dir);
+    const names = (await readdir(this.dir)).sort();
     for (const n of names) if (n.endsWith('.tmp')) await rm(join(this.dir, n), { force: true });
     for (const n of names) {
       const seq = segmentSeqOf(n);
-      if (seq !== null) this.segments.push({ seq, path: join(this.dir, n), size: 0, maxIndex: 0 });
+      if (seq !== null) this.segments.push({ seq, path: join(this.dir, n), size: 0, maxIndex: 0, seed: seedOf(seq) });
+      if (freeSeqOf(n) === null) continue;
+      const path = join(this.dir, n);
+      if (this.free.length < FREE_KEPT && (await stat(path)).size === this.segmentBytes) this.free.push(path);
+      else await rm(path, { force: true });
     }
     this.segments.sort((a, b) => a.seq - b.seq);
     for (const [i, s] of this.segments.entries()) {
@@ -382,13 +445,20 @@ export class WalLogStore implements LogStore {
     const seg = this.segments.at(-1);
     if (seg === undefined) return;
     if (end.pos === 0) {
-      // No whole record at all: the first write starts a new segment.
+      // No whole record at all: the first write starts a new segment, numbered from 1
+      // again, so no freed segment may be used again (it could have the same number).
       await rm(this.segments.pop()!.path, { force: true });
+      for (const path of this.free.splice(0)) await rm(path, { force: true });
       return;
     }
     this.fh = await open(seg.path, 'r+');
     this.pos = end.pos;
-    await zeroTail(this.fh, this.pos, seg.size);
+    if (!(await zeroTail(this.fh, this.pos, seg.size))) {
+      // Too much to zero: the segment ends here, and the next write starts a new one.
+      await this.endSegment();
+      await this.fh.close();
+      this.fh = null;
+    }
     this.makeSpare();
   }
 
@@ -406,13 +476,14 @@ export class WalLogStore implements LogStore {
       const bytes = await readFile(seg.path);
       seg.size = bytes.length;
       seg.maxIndex = 0;
+      seg.seed = seedIn(bytes, seg.seq);
       let pos = 0;
       for (;;) {
-        const rec = recordAt(bytes, pos);
+        const rec = recordAt(bytes, pos, seg.seed);
         if (rec === 'end') break;
         if (rec === 'invalid') {
           const later = segments.slice(si + 1);
-          if (later.length > 0 && !(await allEmpty(later))) {
+          if (later.length > 0 && (await anyRecords(later))) {
             throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and records after it`);
           }
           break;
@@ -473,24 +544,46 @@ export class WalLogStore implements LogStore {
   }
 }
 
-/** The record at `pos`: its body, 'end' at a zero length, 'invalid' if it is cut or fails its checksum. */
-function recordAt(bytes: Uint8Array, pos: number): Uint8Array | 'end' | 'invalid' {
+/** The record at `pos`: its body, 'end' at a zero length, 'invalid' if it is cut or fails its checksum under `seed`. */
+function recordAt(bytes: Uint8Array, pos: number, seed: number): Uint8Array | 'end' | 'invalid' {
   if (pos + HEADER > bytes.length) return 'end';
   const view = new DataView(bytes.buffer, bytes.byteOffset + pos, HEADER);
   const length = view.getUint32(0);
   if (length === 0) return view.getUint32(4) === 0 ? 'end' : 'invalid';
   if (pos + HEADER + length > bytes.length) return 'invalid';
   const body = bytes.subarray(pos + HEADER, pos + HEADER + length);
-  return crc32(body) === view.getUint32(4) ? body : 'invalid';
+  return crc32(body, seed) === view.getUint32(4) ? body : 'invalid';
 }
 
+/**
+ * The seed of segment `seq`: any 2³² − 1 consecutive numbers get different seeds, none
+ * of them LEGACY_SEED.
+ */
+function seedOf(seq: number): number {
+  return (seq % 0xffff_ffff) + 1;
+}
+
+/**
+ * The seed a segment's records were written with: LEGACY_SEED if its first record
+ * checks only as a plain CRC-32, its own seed otherwise (also when it has no record).
+ */
+function seedIn(bytes: Uint8Array, seq: number): number {
+  const seed = seedOf(seq);
+  return recordAt(bytes, 0, seed) === 'invalid' && recordAt(bytes, 0, LEGACY_SEED) instanceof Uint8Array ? LEGACY_SEED : seed;
+}
+
+/** A record whose CRC-32 is filled in by seal(). */
 function record(body: Uint8Array): Uint8Array {
   const out = new Uint8Array(HEADER + body.length);
-  const view = new DataView(out.buffer);
-  view.setUint32(0, body.length);
-  view.setUint32(4, crc32(body));
+  new DataView(out.buffer).setUint32(0, body.length);
   out.set(body, HEADER);
   return out;
+}
+
+/** Fills in the CRC-32 of each record under `seed`, and joins them into one write. */
+function seal(records: Uint8Array[], seed: number): Uint8Array {
+  for (const r of records) new DataView(r.buffer, r.byteOffset, HEADER).setUint32(4, crc32(r.subarray(HEADER), seed));
+  return concat(records);
 }
 
 function entryRecord(e: Entry): Uint8Array {
@@ -501,9 +594,7 @@ function entryRecord(e: Entry): Uint8Array {
   view.setBigUint64(HEADER + 9, BigInt(e.term));
   out[HEADER + 17] = e.type === 'conf' ? ENTRY_CONF : 0;
   out.set(e.data, HEADER + 18);
-  const body = out.subarray(HEADER);
-  view.setUint32(0, body.length);
-  view.setUint32(4, crc32(body));
+  view.setUint32(0, out.length - HEADER);
   return out;
 }
 
@@ -544,8 +635,11 @@ async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Pr
   }
 }
 
-/** Zeroes a segment from `from` up to its last non-zero byte (a torn write's remains). */
-async function zeroTail(fh: FileHandle, from: number, size: number): Promise<void> {
+/**
+ * Zeroes a segment from `from` up to its last non-zero byte (a torn write's remains),
+ * if that is at most ZERO_CHUNK bytes; answers false, writing nothing, if it is more.
+ */
+async function zeroTail(fh: FileHandle, from: number, size: number): Promise<boolean> {
   const chunk = new Uint8Array(ZERO_CHUNK);
   let lastNonZero = -1;
   for (let at = from; at < size; at += chunk.length) {
@@ -556,25 +650,21 @@ async function zeroTail(fh: FileHandle, from: number, size: number): Promise<voi
         break;
       }
     }
+    if (lastNonZero + 1 - from > ZERO_CHUNK) return false;
   }
-  if (lastNonZero < from) return;
-  const zeros = new Uint8Array(Math.min(ZERO_CHUNK, lastNonZero + 1 - from));
-  for (let at = from; at <= lastNonZero; at += zeros.length) await writeAll(fh, zeros.subarray(0, Math.min(zeros.length, lastNonZero + 1 - at)), at);
+  if (lastNonZero < from) return true;
+  await writeAll(fh, new Uint8Array(lastNonZero + 1 - from), from);
   await fh.datasync();
+  return true;
 }
 
-async function allEmpty(segments: Segment[]): Promise<boolean> {
+/** Whether any of `segments` starts with a whole record, under its seed or as a plain CRC-32. */
+async function anyRecords(segments: Segment[]): Promise<boolean> {
   for (const s of segments) {
-    const fh = await open(s.path, 'r');
-    try {
-      const head = new Uint8Array(HEADER);
-      await fh.read(head, 0, HEADER, 0);
-      if (head.some((b) => b !== 0)) return false;
-    } finally {
-      await fh.close();
-    }
+    const bytes = await readFile(s.path);
+    if (recordAt(bytes, 0, seedIn(bytes, s.seq)) instanceof Uint8Array) return true;
   }
-  return true;
+  return false;
 }
 
 async function syncDir(dir: string): Promise<void> {
@@ -587,10 +677,16 @@ async function syncDir(dir: string): Promise<void> {
 }
 
 const segmentName = (seq: number) => `${seq.toString(16).padStart(16, '0')}.wal`;
+const freeName = (seq: number) => `${seq.toString(16).padStart(16, '0')}.free`;
 const snapshotName = (index: number) => `${index.toString(16).padStart(16, '0')}.snap`;
 
 function segmentSeqOf(name: string): number | null {
   const m = /^([0-9a-f]{16})\.wal$/.exec(name);
+  return m === null ? null : Number.parseInt(m[1]!, 16);
+}
+
+function freeSeqOf(name: string): number | null {
+  const m = /^([0-9a-f]{16})\.free$/.exec(name);
   return m === null ? null : Number.parseInt(m[1]!, 16);
 }
 
