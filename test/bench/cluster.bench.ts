@@ -24,7 +24,7 @@ import { Pool } from 'undici';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { TOKENS, testCerts } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
-import { cpuSeconds, parseGauges, residentBytes } from './support/server.js';
+import { SERVER_DEFAULTS, cpuSeconds, parseGauges, residentBytes } from './support/server.js';
 import { Mix, bootstrapWorkload, type Fixtures } from './support/workload.js';
 
 const { values: a } = parseArgs({
@@ -39,7 +39,7 @@ const { values: a } = parseArgs({
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const c = await startCluster({ env: { APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000' } });
+const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000' } });
 /** cpuMsPerRequest: each replica's CPU time (all its threads) per request answered, in the order of the members. */
 const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; loadCpuMsPerRequest: number; syncsPerIntent: number[] })[] = [];
 const failovers: number[] = [];

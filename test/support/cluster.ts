@@ -91,7 +91,7 @@ export async function startCluster(opts: StartOptions = {}): Promise<Cluster> {
 interface StartOptions {
   ids?: string[];
   spares?: string[];
-  env?: Record<string, string>;
+  env?: Record<string, string | undefined>;
   clusterId?: string;
   /** the address member `from` reaches member `to` at (a proxy, to partition them); default its peer listener. */
   peerAddr?: (from: string, to: Member) => string | Promise<string>;

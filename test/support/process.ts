@@ -35,11 +35,14 @@ function walk(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? walk(join(dir, d.name)) : [join(dir, d.name)]));
 }
 
-/** The environment of a standalone node on `dataDir`: test CA and certificate, the test principals, ports 0. */
-export function nodeEnv(dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+/**
+ * The environment of a standalone node on `dataDir`: test CA and certificate, the test
+ * principals, ports 0. A name `extra` sets to undefined is left out (the node's default).
+ */
+export function nodeEnv(dataDir: string, extra: Record<string, string | undefined> = {}): Record<string, string> {
   const certs = testCerts();
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => !k.startsWith('APL_') && v !== undefined)) as Record<string, string>;
-  return {
+  const env: Record<string, string> = {
     ...inherited,
     APL_DATA_DIR: dataDir,
     APL_HOST: '127.0.0.1',
@@ -54,8 +57,12 @@ export function nodeEnv(dataDir: string, extra: Record<string, string> = {}): Re
     // Small segments: a test writes megabytes, not the 64 MiB of zeros a default segment
     // costs, and the log moves to a new segment often.
     APL_RAFT_WAL_SEGMENT_BYTES: String(1 << 20),
-    ...extra,
   };
+  for (const [k, v] of Object.entries(extra)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
 }
 
 export interface NodeProcess {

@@ -113,6 +113,13 @@ export interface ServerOptions {
   walDir?: string;
 }
 
+/**
+ * What a benchmark's server takes from the node's own defaults, as `npm start` runs it,
+ * where the tests' environment (nodeEnv) sets another value: the Raft log's segment
+ * size (the tests use 1 MiB segments; a node's are 64 MiB).
+ */
+export const SERVER_DEFAULTS: Record<string, undefined> = { APL_RAFT_WAL_SEGMENT_BYTES: undefined };
+
 /** The options of a benchmark that choose the server it starts (see `serverOptions`). */
 export const SERVER_ARGS = {
   main: { type: 'string' },
@@ -142,7 +149,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     symlinkSync(o.walDir, join(dataDir, 'wal'));
   }
   const nodeArgs = o.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`];
-  const proc = await spawnNode(nodeEnv(dataDir, o.env ?? {}), {
+  const proc = await spawnNode(nodeEnv(dataDir, { ...SERVER_DEFAULTS, ...o.env }), {
     ...(o.execPath === undefined ? {} : { execPath: o.execPath }),
     ...(o.mainJs === undefined ? {} : { mainJs: o.mainJs }),
     nodeArgs,
