@@ -8,6 +8,10 @@
  * retry a 503, a 421 or a broken connection with the same transaction id, as the
  * SDK does.
  *
+ * The nodes compact often and keep their Raft log in the smallest segments allowed
+ * (64 KiB), so that a run fills many, reuses the ones compactions free, and kills
+ * members in the middle of writing into reused ones.
+ *
  * When the time is up, every fault is healed and every member restarted; the checker
  * then proves the promises:
  *   - every intent answered with a verdict is in every replica's log exactly once,
@@ -75,7 +79,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const rng = new Rng(o.seed);
   const proxies = new Map<string, TcpProxy>();
   const c = await startCluster({
-    env: { APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_SNAPSHOT_CATCHUP_ENTRIES: '50', APL_LOG_LEVEL: 'info' },
+    env: { APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_SNAPSHOT_CATCHUP_ENTRIES: '50', APL_RAFT_WAL_SEGMENT_BYTES: '65536', APL_LOG_LEVEL: 'info' },
     peerAddr: async (from, to) => {
       const p = await tcpProxy(to.ports.peer);
       proxies.set(`${from}>${to.id}`, p);
