@@ -193,7 +193,7 @@ export class WalLogStore implements LogStore {
     });
   }
 
-  /** Settles once the files past compactions made garbage are deleted. */
+  /** Settles once the files past compactions made garbage are deleted, or kept to be used again. */
   async settled(): Promise<void> {
     await this.cleanup;
   }
