@@ -29,6 +29,7 @@ const hs = (term: number, vote: string | null, commit: number): HardState => ({ 
 const snapshot = (index: number, term: number): Snapshot => ({ meta: { index, term, conf: { voters: ['a', 'b', 'c'], learners: [], context: {} } }, data: bytes(`state@${index}`) });
 const indexes = (b: { entries: { index: number }[] }) => b.entries.map((e) => e.index);
 const segments = async (dir: string) => (await readdir(dir)).filter((n) => n.endsWith('.wal')).sort();
+const freed = async (dir: string) => (await readdir(dir)).filter((n) => n.endsWith('.free')).sort();
 const SMALL = { segmentBytes: 4096 };
 
 /** Writes entries 1..n, `per` to a save, each entry `size` bytes of data, term 1. */
@@ -263,7 +264,7 @@ async function reusedSegment(t: Parameters<typeof tempDir>[0], n: number): Promi
   const before = await inodes(dir, await segments(dir));
   await s.saveSnapshot(snapshot(30, 1));
   await s.settled();
-  const free = (await readdir(dir)).filter((x) => x.endsWith('.free'));
+  const free = await freed(dir);
   if (free.length !== 2) throw new Error(`freed segments kept: ${free.join(', ')}`);
   // Write until the segment of the newest entry is one of those freed, with n entries in it.
   const holding = async (index: number) => {
@@ -378,7 +379,7 @@ t.test('a segment written before seeds is read, appended to as it was written, a
   const legacyInode = (await stat(join(dir, '0000000000000001.wal'))).ino;
   await s.saveSnapshot(snapshot(150, 1));
   await s.settled();
-  const free = (await readdir(dir)).filter((x) => x.endsWith('.free'));
+  const free = await freed(dir);
   t.equal(free.length, 2, 'freed segments with seeds are kept');
   t.notOk(free.includes('0000000000000001.free'), 'the one without is not');
   t.notOk([...(await inodes(dir, await readdir(dir))).keys()].includes(legacyInode), 'it is deleted');
@@ -395,7 +396,7 @@ t.test('freed segments kept at a close are used again after reopening; more than
   await fill(s, 200);
   await s.saveSnapshot(snapshot(190, 1));
   await s.settled();
-  const free = (await readdir(dir)).filter((x) => x.endsWith('.free')).sort();
+  const free = await freed(dir);
   t.equal(free.length, 2, `two kept, of the segments freed: ${free.join(', ')}`);
   const kept = await inodes(dir, free);
   await s.close();
