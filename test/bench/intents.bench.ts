@@ -12,7 +12,8 @@
  *                            [--server-env APL_NAME=value ...]
  *
  * For each concurrency it prints intents per second, the latency p50, p99 and max of
- * intents, the reads' p99, the answers by status, the server's RSS after it, the
+ * intents (with when the slowest was sent: at 0.0 s it was a first request, which waits
+ * for its connection's TLS handshake, each level opening its connections afresh), the reads' p99, the answers by status, the server's RSS after it, the
  * server's CPU time per request (all its threads, and its JavaScript thread alone,
  * from /proc), the load generator's own CPU time per request (it shares the machine),
  * and the throughput as a fraction of the disk's synced-write rate, measured first in
@@ -89,7 +90,7 @@ try {
   print(`server on Node.js ${version}; load generator on ${process.version}; ${fixtures.agents.length} agents; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
   print(`disk: ${Math.round(fsyncPerSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the data directory), each p50 ${disk.p50Ms.toFixed(2)} ms, p99 ${disk.p99Ms.toFixed(1)} ms, max ${disk.maxMs.toFixed(0)} ms`);
   print('');
-  print('| in flight | intents/s | p50 | p99 | max | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents per fsync |');
+  print('| in flight | intents/s | p50 | p99 | max (sent at) | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents per fsync |');
   print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
   for (const c of a.concurrency.split(',').map(Number)) {
     const [cpuBefore, mainBefore, loadBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds(), process.cpuUsage()];
@@ -102,7 +103,7 @@ try {
     const row = { ...s, concurrency: c, rssBytes, cpuMsPerRequest, mainCpuMsPerRequest, loadCpuMsPerRequest, fsyncShare: s.intentsPerSecond / fsyncPerSecond };
     rows.push(row);
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
-    print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
+    print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms (${s.maxAtSeconds.toFixed(1)} s) | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
