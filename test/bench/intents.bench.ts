@@ -13,8 +13,9 @@
  *
  * For each concurrency it prints intents per second, the latency p50, p99 and max of
  * intents (with when the slowest was sent: at 0.0 s it was a first request, which waits
- * for its connection's TLS handshake, each level opening its connections afresh), the reads' p99, the answers by status, the server's RSS after it, the
- * server's CPU time per request (all its threads, and its JavaScript thread alone,
+ * for its connection's TLS handshake, each level opening its connections afresh), the
+ * reads' p99, the answers by status, the server's RSS after it, the server's CPU time
+ * per request (all its threads, and its JavaScript thread alone,
  * from /proc), the load generator's own CPU time per request (it shares the machine),
  * and the throughput as a fraction of the disk's synced-write rate, measured first in
  * a separate process in the node's data directory, with the latency of one such write. The table goes to stdout and, with

@@ -417,7 +417,7 @@ export class WalLogStore implements LogStore {
     return { meta, data: new Uint8Array(body.subarray(4 + metaLength)) };
   }
 
-  /** Reads every segment at open: the boot state, the write position, a torn tail zeroed. */
+  /** Reads every segment at open: the boot state, the write position, what follows the last record zeroed or closed off. */
   private async replay(): Promise<void> {
     const names = (await readdir(this.dir)).sort();
     for (const n of names) if (n.endsWith('.tmp')) await rm(join(this.dir, n), { force: true });
@@ -496,7 +496,7 @@ export class WalLogStore implements LogStore {
             const e: Entry = { index: Number(view.getBigUint64(1)), term: Number(view.getBigUint64(9)), data: new Uint8Array(body.subarray(18)) };
             if (body[17] === ENTRY_CONF) e.type = 'conf';
             // An entry at i replaces the entries from i on; one after a gap starts a new
-            // run (the entries between were in segments a compaction deleted).
+            // run (the entries between were in segments a compaction freed).
             if (entries.length === 0 || e.index <= first || e.index > first + entries.length) {
               entries = [e];
               first = e.index;
