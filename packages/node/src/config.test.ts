@@ -52,7 +52,7 @@ t.test('every key has a variable named by its path', async (t) => {
 });
 
 t.test('a variable overrides the file, and the file overrides the default, key by key', async (t) => {
-  const path = file('precedence.json', { agent_port: 1000, admin_port: 1001, audience: 'file-audience', limits: { body_bytes_max: 2048, entries_per_intent_max: 8 }, raft: { tick_ms: 50 } });
+  const path = file('precedence.json', { agent_port: 1000, admin_port: 1001, audience: 'file-audience', limits: { body_bytes_max: 2048, entries_per_intent_max: 8 }, raft: { tick_ms: 80 } });
   const c = loadConfig({
     file: path,
     env: { APL_AGENT_PORT: '2000', APL_LIMITS_ENTRIES_PER_INTENT_MAX: '16', APL_DEV_SETUP: 'false', APL_MEMBERS: '[]', APL_TICK_INTERVAL_MS: ' 250 ' },
@@ -64,7 +64,7 @@ t.test('a variable overrides the file, and the file overrides the default, key b
   t.equal(c.limits.body_bytes_max, 2048, 'a nested key from the file');
   t.equal(c.limits.entries_per_intent_max, 16, 'a nested key from its variable; its sibling from the file is kept');
   t.equal(c.limits.proposals_in_flight_max, 4096);
-  t.equal(c.raft.tick_ms, 50);
+  t.equal(c.raft.tick_ms, 80);
   t.equal(c.raft.election_ticks, 10);
   t.equal(c.dev_setup, false, 'a boolean variable');
   t.strictSame(c.members, [], 'a list variable holds JSON');

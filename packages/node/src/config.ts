@@ -87,7 +87,12 @@ export const ConfigSchema = z.strictObject({
   /** snapshot_timeout_ms: a state store streamed to a member behind compaction must arrive within this. */
   snapshot_timeout_ms: ms(300_000),
   raft: z.strictObject({
-    tick_ms: ms(100),
+    /**
+     * tick_ms: Raft's logical clock. With election_ticks 10 a follower calls an election
+     * after 0.5 to 1 s without a leader, so a member's death costs about a second
+     * (docs/operations.md, "Failover").
+     */
+    tick_ms: ms(50),
     election_ticks: count(10, 1000),
     heartbeat_ticks: count(1, 100),
     max_inflight_msgs: count(256, 65_536),
