@@ -132,7 +132,6 @@ async function startClusterOnce(opts: StartOptions): Promise<Cluster> {
     APL_TLS_CERT: join(certs.dir, `${m.id}.pem`),
     APL_TLS_KEY: join(certs.dir, `${m.id}-key.pem`),
     APL_TICK_INTERVAL_MS: '3600000',
-    APL_RAFT_TICK_MS: '50',
     ...opts.env,
     ...extra,
   });

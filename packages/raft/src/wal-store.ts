@@ -424,7 +424,7 @@ export class WalLogStore implements LogStore {
     for (const n of names) {
       const seq = segmentSeqOf(n);
       if (seq !== null) this.segments.push({ seq, path: join(this.dir, n), size: 0, maxIndex: 0, seed: seedOf(seq) });
-      if (freeSeqOf(n) === null) continue;
+      if (!isFreeName(n)) continue;
       const path = join(this.dir, n);
       if (this.free.length < FREE_KEPT && (await stat(path)).size === this.segmentBytes) this.free.push(path);
       else await rm(path, { force: true });
@@ -685,10 +685,7 @@ function segmentSeqOf(name: string): number | null {
   return m === null ? null : Number.parseInt(m[1]!, 16);
 }
 
-function freeSeqOf(name: string): number | null {
-  const m = /^([0-9a-f]{16})\.free$/.exec(name);
-  return m === null ? null : Number.parseInt(m[1]!, 16);
-}
+const isFreeName = (name: string) => /^[0-9a-f]{16}\.free$/.test(name);
 
 function snapshotIndexOf(name: string): number | null {
   const m = /^([0-9a-f]{16})\.snap$/.exec(name);

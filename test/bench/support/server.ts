@@ -115,12 +115,10 @@ export interface ServerOptions {
 
 /**
  * What a benchmark's server takes from the node's own defaults, as `npm start` runs it,
- * where the tests' environment (nodeEnv, startCluster) sets another value: the Raft
- * log's segment size (the tests use 1 MiB segments; a node's are 64 MiB) and Raft's
- * tick (the tests' clusters tick every 50 ms, so they elect in half the time; a node
- * ticks every 100 ms).
+ * where the tests' environment (nodeEnv) sets another value: the Raft log's segment
+ * size (the tests use 1 MiB segments; a node's are 64 MiB).
  */
-export const SERVER_DEFAULTS: Record<string, undefined> = { APL_RAFT_WAL_SEGMENT_BYTES: undefined, APL_RAFT_TICK_MS: undefined };
+export const SERVER_DEFAULTS: Record<string, undefined> = { APL_RAFT_WAL_SEGMENT_BYTES: undefined };
 
 /** The options of a benchmark that choose the server it starts (see `serverOptions`). */
 export const SERVER_ARGS = {
