@@ -68,3 +68,11 @@ t.test('any JSON-like value, sorted or not, with bigints or not, has the referen
     return canonicalJson(root) === reference(root);
   }), { numRuns: 2000 }));
 });
+
+t.test('objects of few keys and of many are sorted alike', async (t) => {
+  // A handful of keys is sorted by insertion, more than sixteen by Array#sort: both in code-unit order.
+  const key = fc.oneof(fc.string({ maxLength: 3 }), fc.constantFrom('1', '10', '2', 'B', 'a', '\u00f6', '\u20ac', '\ud83d\ude00', '\ufb33'));
+  for (const [minKeys, maxKeys] of [[2, 16], [17, 60]] as const) {
+    t.doesNotThrow(() => fc.assert(fc.property(fc.dictionary(key, fc.integer(), { minKeys, maxKeys }), (o) => canonicalJson(o) === reference(o)), { numRuns: 500 }), `${minKeys} to ${maxKeys} keys`);
+  }
+});
