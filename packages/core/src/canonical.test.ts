@@ -69,6 +69,16 @@ t.test('any JSON-like value, sorted or not, with bigints or not, has the referen
   }), { numRuns: 2000 }));
 });
 
+t.test('every string is written as JSON.stringify writes it, escapes and lone surrogates included', async (t) => {
+  // Any UTF-16 code unit, so that controls, quotes, backslashes and halves of surrogate pairs all come up.
+  const unit = fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c));
+  const text = fc.oneof(fc.string({ unit, maxLength: 12 }), fc.string({ unit: 'binary-ascii', maxLength: 12 }), fc.string({ maxLength: 40 }));
+  t.doesNotThrow(() => fc.assert(fc.property(text, (s) => canonicalJson(s) === JSON.stringify(s) && canonicalJson({ [s]: s }) === `{${JSON.stringify(s)}:${JSON.stringify(s)}}`), { numRuns: 2000 }));
+  for (const s of ['', 'a"b', 'a\\b', '\u001f', '\u007f', '\u00e9', '\ud800', 'x\udfff', '\ud83d\ude00']) {
+    t.equal(canonicalJson(s), JSON.stringify(s), JSON.stringify(s));
+  }
+});
+
 t.test('objects of few keys and of many are sorted alike', async (t) => {
   // A handful of keys is sorted by insertion, more than sixteen by Array#sort: both in code-unit order.
   const key = fc.oneof(fc.string({ maxLength: 3 }), fc.constantFrom('1', '10', '2', 'B', 'a', '\u00f6', '\u20ac', '\ud83d\ude00', '\ufb33'));

@@ -20,7 +20,7 @@ import { createHash } from 'node:crypto';
 export function canonicalJson(value: unknown): string {
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value);
+      return quoted(value);
     case 'bigint':
       return value.toString();
     case 'number':
@@ -59,9 +59,24 @@ function writeObject(obj: Record<string, unknown>): string {
     const v = obj[k];
     if (v === undefined) continue;
     if (out.length > 1) out += ',';
-    out += `${JSON.stringify(k)}:${canonicalJson(v)}`;
+    out += `${quoted(k)}:${canonicalJson(v)}`;
   }
   return `${out}}`;
+}
+
+/**
+ * A string as JSON writes it. Printable ASCII other than the quote and the backslash
+ * is written as it is, so a string of only those (every key, id, hash and currency
+ * the ledger writes) is quoted here; any other is left to JSON.stringify, which
+ * escapes controls and lone surrogates. Calling JSON.stringify for each of the couple
+ * of hundred short strings of an intent cost more than the scan.
+ */
+function quoted(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return JSON.stringify(s);
+  }
+  return `"${s}"`;
 }
 
 /** Whether keys are in UTF-16 code-unit order (the comparison operators compare so). */
