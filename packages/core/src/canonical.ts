@@ -8,7 +8,7 @@
  * operations, results and state snapshots are hashed in this form, so the same value
  * has the same hash on every replica.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /**
  * Encodes a JSON-like value canonically. Throws on values JSON cannot carry.
@@ -108,9 +108,13 @@ function sortKeys(keys: string[]): void {
   }
 }
 
-/** Lowercase hex SHA-256 of a string (as UTF-8) or of bytes. */
+/**
+ * Lowercase hex SHA-256 of a string (as UTF-8) or of bytes. One call, without a Hash
+ * object: it runs for each record an intent writes, where making a Hash, feeding it
+ * and reading its digest cost about 0.8 µs more than the hashing.
+ */
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return hash('sha256', data, 'hex');
 }
 
 /** SHA-256 of the canonical form of a value, as lowercase hex. */

@@ -26,8 +26,7 @@
  * records (what a party owes, deadlines, where a transaction id was recorded) and the
  * position in the log are not part of it. See docs/state-store.md.
  */
-import { createHash } from 'node:crypto';
-import { canonicalJson } from './canonical.js';
+import { canonicalJson, sha256Hex } from './canonical.js';
 import { assert } from './errors.js';
 
 /** The tables: key prefix, and whether their records are part of the state hash. */
@@ -86,7 +85,7 @@ export const EMPTY_STATE_HASH = '0'.repeat(64);
 export function recordHash(key: string, text: string): bigint {
   if (!isHashed(key)) return 0n;
   assert(!key.includes('\u0000'), 'keys hold no NUL');
-  return BigInt(`0x${createHash('sha256').update(key).update('\u0000').update(text).digest('hex')}`);
+  return BigInt(`0x${sha256Hex(`${key}\u0000${text}`)}`);
 }
 
 export function addHash(sum: bigint, term: bigint): bigint {

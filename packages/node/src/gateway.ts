@@ -12,10 +12,9 @@
  * usage balance answers exactly what a missing one answers.
  */
 import express, { type Request, type Response } from 'express';
-import { createHash } from 'node:crypto';
 import {
   AGENT_URI, AccountId, TransactionId, UsageId, accountView, grantingCapability, obligationView, outcomeView, outcomeWithHash, parseWith,
-  pinFailure, policyView, transactionView, usageReport,
+  pinFailure, policyView, sha256Hex, transactionView, usageReport,
   type Applied, type IntentResult, type Operation,
 } from '@apl/core';
 import { z } from 'zod';
@@ -159,7 +158,7 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
     ...(env.bill_usage ? { bill_usage: env.bill_usage } : {}),
     action: env.action,
     evidence: env.evidence,
-    justification_hash: createHash('sha256').update(env.justification, 'utf8').digest('hex'),
+    justification_hash: sha256Hex(env.justification),
     policy: env.policy,
     authority: {
       issuer: attested.issuer,
