@@ -587,7 +587,10 @@ t.test('(b) mutated intent envelopes never fail the node and never move the dige
   }), params(1, RUNS.mutatedEnvelopes));
   const tl = tally('mutatedEnvelopes');
   t.ok(tl.recorded >= tl.requests * 0.05, `at least 5% of mutated envelopes were recorded (${tl.recorded} of ${tl.requests})`);
-  t.ok((tl.verdicts.Permitted ?? 0) > 0 && (tl.verdicts.ForbiddenRejected ?? 0) > 0, `both a posting and a recorded refusal were reached: ${JSON.stringify(tl.verdicts)}`);
+  // Any refusal verdict counts: which ones a run records depends on its seed (seed
+  // 1778628858 recorded NotPermittedRejected and ObligationUnmetRejected, no ForbiddenRejected).
+  const refusals = Object.entries(tl.verdicts).filter(([v]) => v !== 'Permitted').reduce((n, [, k]) => n + k, 0);
+  t.ok((tl.verdicts.Permitted ?? 0) > 0 && refusals > 0, `both a posting and a recorded refusal were reached: ${JSON.stringify(tl.verdicts)}`);
   t.ok(tl.replays > 0, `replays were reached (${tl.replays})`);
   t.ok(Object.keys(tl.codes).length >= 9, `at least 9 distinct error codes were reached: ${Object.keys(tl.codes).sort().join(', ')}`);
 });
