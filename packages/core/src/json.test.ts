@@ -1,5 +1,6 @@
 // Proves that the JSON codec keeps 128-bit integers exact both ways, at and past
 // every boundary the ledger uses, and refuses malformed text.
+import fc from 'fast-check';
 import t from 'tap';
 import { JSON_DEPTH_MAX, JsonSyntaxError, parseJson, stringifyJson } from './json.js';
 
@@ -56,6 +57,32 @@ t.test('a duplicate key written with an escape is still a duplicate', async (t) 
   t.throws(() => parseJson('{"x":{"k":1,"k":2}}'), { name: 'JsonSyntaxError', message: /duplicate key "k"/ });
   t.same(parseJson('{"a":{"a":1},"b":[{"a":1},{"a":2}]}'), { a: { a: 1 }, b: [{ a: 1 }, { a: 2 }] }, 'the same key in different objects is not a duplicate');
   t.same(parseJson('{"a":"k\\",\\"k","k":1}'), { a: 'k","k', k: 1 }, 'keys inside a string value are not keys');
+});
+
+t.test('keys and strings holding quotes and backslashes are read where they end', async (t) => {
+  // Whether a quote ends a string depends on the run of backslashes before it.
+  const text = fc.array(fc.constantFrom('"', '\\', 'a', ':', ',', '{', '}', '\u00e9', '\u0001'), { maxLength: 12 }).map((cs) => cs.join(''));
+  const value = fc.oneof(text, fc.integer(), fc.constant(null));
+  t.throws(() => parseJson('{"k\\\\":1,"k\\\\":2}'), { name: 'JsonSyntaxError', message: /duplicate key/ }, 'a key ending in an escaped backslash ends at the quote after it');
+  t.same(parseJson('{"a\\\\":"\\\\\\"","b":1}'), { 'a\\': '\\"', b: 1 });
+  t.doesNotThrow(() => {
+    fc.assert(fc.property(fc.dictionary(text, value, { maxKeys: 6 }), fc.array(text, { maxLength: 4 }), (object, list) => {
+      const wrapped = { object, list, nested: [object] };
+      if (JSON.stringify(parseJson(JSON.stringify(wrapped))) !== JSON.stringify(wrapped)) throw new Error('did not round-trip');
+    }));
+    fc.assert(fc.property(text, text, text, value, value, (k1, k2, between, v1, v2) => {
+      const pair = (k: string, v: unknown) => `${JSON.stringify(k)}:${JSON.stringify(v)}`;
+      const doc = (a: string, b: string) => `{${pair(a, v1)},"s":${JSON.stringify(between)},${pair(b, v2)}}`;
+      let refused = false;
+      try {
+        parseJson(doc(k1, k2));
+      } catch (err) {
+        if (!(err instanceof JsonSyntaxError)) throw err;
+        refused = true;
+      }
+      if (refused !== (k1 === k2 || k1 === 's' || k2 === 's')) throw new Error(`keys ${JSON.stringify(k1)} and ${JSON.stringify(k2)}: refused ${refused}`);
+    }), { numRuns: 500 });
+  });
 });
 
 t.test('long digit runs inside strings and fractions stay what they are', async (t) => {
