@@ -51,9 +51,8 @@ function writeObject(obj: Record<string, unknown>): string {
   if (proto !== Object.prototype && proto !== null) {
     throw new TypeError(`a ${proto?.constructor?.name ?? 'value'} has no canonical JSON form`);
   }
-  // Default sort compares UTF-16 code units, which is the order RFC 8785 requires.
   const keys = Object.keys(obj);
-  if (!sorted(keys)) sortKeys(keys);
+  sortKeys(keys);
   let out = '{';
   for (const k of keys) {
     const v = obj[k];
@@ -89,15 +88,17 @@ function sorted(keys: readonly string[]): boolean {
 const INSERTION_SORT_MAX = 16;
 
 /**
- * Sorts keys in place in UTF-16 code-unit order, the default sort's order. Most objects
- * the ledger encodes have a handful of keys, built in their schema's order rather than
- * sorted (an outcome, its provenance, an entry, an amount: about thirty per intent); an
- * insertion sort with the comparison operator costs them less than `Array#sort`, whose
- * default comparison converts what it compares to strings first.
+ * Sorts keys in place in UTF-16 code-unit order, the order RFC 8785 requires and the
+ * default sort's. Most objects the ledger encodes have a handful of keys, built in their
+ * schema's order rather than sorted (an outcome, its provenance, an entry, an amount:
+ * about thirty per intent); an insertion sort with the comparison operator costs them
+ * less than `Array#sort`, whose default comparison converts what it compares to strings
+ * first, and costs keys already in order one pass. Larger objects (records are mostly
+ * built in order) are sorted only when they are not in order already.
  */
 function sortKeys(keys: string[]): void {
   if (keys.length > INSERTION_SORT_MAX) {
-    keys.sort();
+    if (!sorted(keys)) keys.sort();
     return;
   }
   for (let i = 1; i < keys.length; i++) {
