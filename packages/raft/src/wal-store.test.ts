@@ -7,8 +7,10 @@
 // refused, never skipped; a save larger than a segment gets a segment of its own; a
 // segment a compaction frees is used again, and what it held before never reads as the
 // log, also after a crash; segments written before seeds are read and appended to as
-// they were written, and never used again.
-import { appendFile, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+// they were written, and never used again; a durable save is one write through O_DSYNC
+// unless bytes no sync has covered come before it.
+import { constants, readFileSync, readlinkSync } from 'node:fs';
+import { appendFile, mkdtemp, open, readdir, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { crc32 } from 'node:zlib';
 import { join } from 'node:path';
@@ -417,5 +419,54 @@ t.test('freed segments kept at a close are used again after reopening; more than
   const b = await s.load();
   t.equal(b.entries[0]!.index, 191);
   t.same(indexes(b), range(191, b.entries.at(-1)!.index), 'the log is contiguous after the snapshot');
+  await s.close();
+});
+
+t.test('a durable save is one write through O_DSYNC, unless bytes no sync covered came before it', { skip: process.platform !== 'linux' && 'reads /proc/self' }, async (t) => {
+  const dir = await tempDir(t);
+  // Every write and sync on a segment (not the spare's zeros, on its temporary name), in order.
+  const calls: string[] = [];
+  const probe = await open(join(dir, 'probe'), 'w');
+  const proto = Object.getPrototypeOf(probe) as FileHandle;
+  await probe.close();
+  const { write, datasync } = proto;
+  const onSegment = (fh: FileHandle) => readlinkSync(`/proc/self/fd/${fh.fd}`).endsWith('.wal');
+  proto.write = function (this: FileHandle, ...args: unknown[]) {
+    if (onSegment(this)) {
+      const flags = Number.parseInt(/^flags:\s*([0-7]+)/m.exec(readFileSync(`/proc/self/fdinfo/${this.fd}`, 'utf8'))![1]!, 8);
+      calls.push((flags & constants.O_DSYNC) === constants.O_DSYNC ? 'dsync-write' : 'write');
+    }
+    return (write as (...a: unknown[]) => unknown).apply(this, args);
+  } as FileHandle['write'];
+  proto.datasync = function (this: FileHandle) {
+    if (onSegment(this)) calls.push('datasync');
+    return datasync.call(this);
+  };
+  t.teardown(() => {
+    proto.write = write;
+    proto.datasync = datasync;
+  });
+  const took = async (save: () => Promise<void>) => {
+    calls.length = 0;
+    await save();
+    return [...calls];
+  };
+  const entry = (i: number) => ({ index: i, term: 1, data: bytes(`entry ${i}`) });
+
+  let s = await WalLogStore.open(dir, SMALL);
+  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 0), entries: [entry(1)] }))), ['write', 'write', 'datasync'], 'a new segment\'s head, then the save, then one sync of both');
+  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 1), entries: [entry(2)] }))), ['dsync-write'], 'a durable save alone: one write');
+  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 2), mustSync: false }))), ['write'], 'a save that need not be durable is not synced');
+  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 2), entries: [entry(3)] }))), ['write', 'datasync'], 'after it, a durable save syncs the whole segment');
+  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 3), entries: [entry(4)] }))), ['dsync-write'], 'and the next is one write again');
+  await s.close();
+  s = await WalLogStore.open(dir, SMALL);
+  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 4), entries: [entry(5)] }))), ['write', 'datasync'], 'after reopening, what was read may not be durable: the first durable save syncs it');
+  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 5), entries: [entry(6)] }))), ['dsync-write']);
+  await s.close();
+  s = await WalLogStore.open(dir, SMALL);
+  const b = await s.load();
+  t.same(indexes(b), [1, 2, 3, 4, 5, 6]);
+  t.same(b.hardState, hs(1, 'a', 5));
   await s.close();
 });

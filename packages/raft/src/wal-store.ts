@@ -24,7 +24,12 @@
 //                record are all dropped (a snapshot from the leader replaces the log),
 //                without it only those at or below the index (a compaction)
 // A length of zero ends a segment's records. Each save is one write of its records at
-// the end of the current segment, then `fdatasync` when it must be durable. Replay
+// the end of the current segment. A save that must be durable is written through a
+// second handle on the segment opened with O_DSYNC, so that the write returns once its
+// bytes are on the disk: one call to libuv's pool, not a write and then an `fdatasync`.
+// O_DSYNC makes durable only the bytes of its own write, so when a write that need not
+// be durable came before it (a hard state alone, or a new segment's head), the save
+// is written and then the whole segment synced, as before. Replay
 // reads the records in order: an entry at index i drops every entry at or after i
 // first (a conflicting suffix).
 //
@@ -54,6 +59,7 @@
 // frees the segments whose entries are all covered: it costs a few renames or unlinks,
 // whatever the length of the log, and they run beside later writes, not ahead of them.
 // The next segment is made in the background, ahead of need.
+import { constants } from 'node:fs';
 import { crc32 } from 'node:zlib';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -76,6 +82,8 @@ const ZERO_CHUNK = 1024 * 1024;
 const FREE_KEPT = 2;
 /** the seed of segments written before seeds: a plain CRC-32. */
 const LEGACY_SEED = 0;
+/** the flags of the handle that writes durably; null where the platform has no O_DSYNC. */
+const DSYNC_FLAGS = constants.O_DSYNC === undefined ? null : constants.O_RDWR | constants.O_DSYNC;
 
 interface Segment {
   seq: number;
@@ -100,9 +108,14 @@ export interface WalOptions {
 export class WalLogStore implements LogStore {
   private readonly segments: Segment[] = [];
   private fh: FileHandle | null = null;
+  /** the current segment opened with O_DSYNC (see the head of the file); null with `fh`. */
+  private dfh: FileHandle | null = null;
   /** the write position in the current segment (the last of `segments`). */
   private pos = 0;
-  /** whether the current segment has writes no `fdatasync` has covered yet. */
+  /**
+   * Whether the current segment may hold bytes no sync has covered yet: the next
+   * durable write then syncs the whole segment, not only its own bytes.
+   */
   private unsynced = false;
   private tail: Promise<void> = Promise.resolve();
   /** the deletions past compactions left to do, one after another (see dropCovered). */
@@ -218,8 +231,7 @@ export class WalLogStore implements LogStore {
     this.spare = null;
     // A spare being made is left to finish; an unfinished one is removed by the next open.
     await spare?.catch(() => undefined);
-    await this.fh?.close();
-    this.fh = null;
+    await this.closeSegment();
   }
 
   private enqueue(write: () => Promise<void>): Promise<void> {
@@ -244,11 +256,35 @@ export class WalLogStore implements LogStore {
       seg = this.segments.at(-1)!;
     }
     const fh = this.fh!;
-    await writeAll(fh, seal(records, seg.seed), this.pos);
+    const bytes = seal(records, seg.seed);
+    if (sync && !this.unsynced && this.dfh !== null) {
+      await writeAll(this.dfh, bytes, this.pos);
+    } else {
+      await writeAll(fh, bytes, this.pos);
+      if (sync) await fh.datasync();
+    }
     this.pos += length;
     seg.maxIndex = Math.max(seg.maxIndex, maxIndex);
     this.unsynced = !sync;
-    if (sync) await fh.datasync();
+  }
+
+  /**
+   * Makes the segment at `path` the current one, with its two handles. What it holds
+   * may not be durable yet (a new segment's head, or records a crashed process wrote
+   * and never synced, still in the page cache), so the first durable write after it
+   * syncs the whole segment.
+   */
+  private async openSegment(path: string): Promise<void> {
+    this.fh = await open(path, 'r+');
+    this.dfh = DSYNC_FLAGS === null ? null : await open(path, DSYNC_FLAGS);
+    this.unsynced = true;
+  }
+
+  private async closeSegment(): Promise<void> {
+    await this.fh?.close();
+    await this.dfh?.close();
+    this.fh = null;
+    this.dfh = null;
   }
 
   /**
@@ -272,12 +308,10 @@ export class WalLogStore implements LogStore {
     }
     if (this.fh !== null) {
       await this.endSegment();
-      await this.fh.close();
+      await this.closeSegment();
     }
-    const fh = await open(next.path, 'r+');
-    await writeAll(fh, seal(head, next.seed), 0);
-    this.fh = fh;
-    this.unsynced = true;
+    await this.openSegment(next.path);
+    await writeAll(this.fh!, seal(head, next.seed), 0);
     this.pos = headLength;
     this.segments.push(next);
     this.makeSpare();
@@ -451,13 +485,12 @@ export class WalLogStore implements LogStore {
       for (const path of this.free.splice(0)) await rm(path, { force: true });
       return;
     }
-    this.fh = await open(seg.path, 'r+');
+    await this.openSegment(seg.path);
     this.pos = end.pos;
-    if (!(await zeroTail(this.fh, this.pos, seg.size))) {
+    if (!(await zeroTail(this.fh!, this.pos, seg.size))) {
       // Too much to zero: the segment ends here, and the next write starts a new one.
       await this.endSegment();
-      await this.fh.close();
-      this.fh = null;
+      await this.closeSegment();
     }
     this.makeSpare();
   }
