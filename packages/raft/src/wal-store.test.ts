@@ -7,8 +7,8 @@
 // refused, never skipped; a save larger than a segment gets a segment of its own; a
 // segment a compaction frees is used again, and what it held before never reads as the
 // log, also after a crash; segments written before seeds are read and appended to as
-// they were written, and never used again; a durable save is one write through O_DSYNC
-// unless bytes no sync has covered come before it.
+// they were written, and never used again; a durable save is one write through O_DSYNC,
+// with the bytes no sync has covered before it.
 import { constants, readFileSync, readlinkSync } from 'node:fs';
 import { appendFile, mkdtemp, open, readdir, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -422,10 +422,10 @@ t.test('freed segments kept at a close are used again after reopening; more than
   await s.close();
 });
 
-t.test('a durable save is one write through O_DSYNC, unless bytes no sync covered came before it', { skip: process.platform !== 'linux' && 'reads /proc/self' }, async (t) => {
+t.test('a durable save is one write through O_DSYNC, with the bytes no sync covered before it', { skip: process.platform !== 'linux' && 'reads /proc/self' }, async (t) => {
   const dir = await tempDir(t);
   // Every write and sync on a segment (not the spare's zeros, on its temporary name), in order.
-  const calls: string[] = [];
+  const calls: { op: string; at?: number; length?: number }[] = [];
   const probe = await open(join(dir, 'probe'), 'w');
   const proto = Object.getPrototypeOf(probe) as FileHandle;
   await probe.close();
@@ -434,12 +434,13 @@ t.test('a durable save is one write through O_DSYNC, unless bytes no sync covere
   proto.write = function (this: FileHandle, ...args: unknown[]) {
     if (onSegment(this)) {
       const flags = Number.parseInt(/^flags:\s*([0-7]+)/m.exec(readFileSync(`/proc/self/fdinfo/${this.fd}`, 'utf8'))![1]!, 8);
-      calls.push((flags & constants.O_DSYNC) === constants.O_DSYNC ? 'dsync-write' : 'write');
+      const [, , length, at] = args as [Uint8Array, number, number, number];
+      calls.push({ op: (flags & constants.O_DSYNC) === constants.O_DSYNC ? 'dsync-write' : 'write', at, length });
     }
     return (write as (...a: unknown[]) => unknown).apply(this, args);
   } as FileHandle['write'];
   proto.datasync = function (this: FileHandle) {
-    if (onSegment(this)) calls.push('datasync');
+    if (onSegment(this)) calls.push({ op: 'datasync' });
     return datasync.call(this);
   };
   t.teardown(() => {
@@ -451,22 +452,41 @@ t.test('a durable save is one write through O_DSYNC, unless bytes no sync covere
     await save();
     return [...calls];
   };
-  const entry = (i: number) => ({ index: i, term: 1, data: bytes(`entry ${i}`) });
+  const ops = (c: { op: string }[]) => c.map((x) => x.op);
+  const end = (c: { at?: number; length?: number }) => c.at! + c.length!;
+  const entry = (i: number, size = 8) => ({ index: i, term: 1, data: bytes(`entry ${i}`.padEnd(size, '.')) });
 
   let s = await WalLogStore.open(dir, SMALL);
-  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 0), entries: [entry(1)] }))), ['write', 'write', 'datasync'], 'a new segment\'s head, then the save, then one sync of both');
-  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 1), entries: [entry(2)] }))), ['dsync-write'], 'a durable save alone: one write');
-  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 2), mustSync: false }))), ['write'], 'a save that need not be durable is not synced');
-  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 2), entries: [entry(3)] }))), ['write', 'datasync'], 'after it, a durable save syncs the whole segment');
-  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 3), entries: [entry(4)] }))), ['dsync-write'], 'and the next is one write again');
+  let c = await took(() => s.save(batch({ hardState: hs(1, 'a', 0), entries: [entry(1)] })));
+  t.same(ops(c), ['write', 'dsync-write'], 'a new segment\'s head is written, then the save with it');
+  t.same([c[1]!.at, c[1]!.length! > c[0]!.length!], [0, true], 'from the head on');
+  c = await took(() => s.save(batch({ hardState: hs(1, 'a', 1), entries: [entry(2)] })));
+  t.same(ops(c), ['dsync-write'], 'a durable save alone: one write');
+  const unsynced = await took(() => s.save(batch({ hardState: hs(1, 'a', 2), mustSync: false })));
+  t.same(ops(unsynced), ['write'], 'a save that need not be durable is not synced');
+  t.equal(unsynced[0]!.at, end(c[0]!), 'and follows the last');
+  c = await took(() => s.save(batch({ hardState: hs(1, 'a', 2), entries: [entry(3)] })));
+  t.same(ops(c), ['dsync-write'], 'the next durable save is one write...');
+  t.equal(c[0]!.at, unsynced[0]!.at, '...from the bytes no sync covered');
+  t.equal(c[0]!.length! - unsynced[0]!.length!, (await took(() => s.save(batch({ hardState: hs(1, 'a', 3), entries: [entry(4)] }))))[0]!.length, 'they, and its own');
   await s.close();
+
   s = await WalLogStore.open(dir, SMALL);
-  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 4), entries: [entry(5)] }))), ['write', 'datasync'], 'after reopening, what was read may not be durable: the first durable save syncs it');
-  t.same(await took(() => s.save(batch({ hardState: hs(1, 'a', 5), entries: [entry(6)] }))), ['dsync-write']);
+  t.same(ops(await took(() => s.save(batch({ hardState: hs(1, 'a', 4), entries: [entry(5)] })))), ['write', 'datasync'], 'after reopening, what was read may not be durable: the first durable save syncs the segment');
+  t.same(ops(await took(() => s.save(batch({ hardState: hs(1, 'a', 5), entries: [entry(6)] })))), ['dsync-write']);
   await s.close();
+
+  // More unsynced bytes than are kept to be written again: the segment is synced whole.
+  s = await WalLogStore.open(dir, { segmentBytes: 1024 * 1024 });
+  await s.save(batch({ hardState: hs(1, 'a', 6), entries: [entry(7)] }));
+  for (let i = 8; i < 8 + 70; i++) await s.save(batch({ entries: [entry(i, 1000)], mustSync: false }));
+  t.same(ops(await took(() => s.save(batch({ hardState: hs(1, 'a', 77), entries: [entry(78)] })))), ['write', 'datasync'], 'past 64 KiB of them, a durable save syncs the segment');
+  t.same(ops(await took(() => s.save(batch({ hardState: hs(1, 'a', 78), entries: [entry(79)] })))), ['dsync-write']);
+  await s.close();
+
   s = await WalLogStore.open(dir, SMALL);
   const b = await s.load();
-  t.same(indexes(b), [1, 2, 3, 4, 5, 6]);
-  t.same(b.hardState, hs(1, 'a', 5));
+  t.same(indexes(b), range(1, 79));
+  t.same(b.hardState, hs(1, 'a', 78));
   await s.close();
 });

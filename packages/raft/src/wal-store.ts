@@ -27,9 +27,11 @@
 // the end of the current segment. A save that must be durable is written through a
 // second handle on the segment opened with O_DSYNC, so that the write returns once its
 // bytes are on the disk: one call to libuv's pool, not a write and then an `fdatasync`.
-// O_DSYNC makes durable only the bytes of its own write, so when a write that need not
-// be durable came before it (a hard state alone, or a new segment's head), the save
-// is written and then the whole segment synced, as before. Replay
+// O_DSYNC makes durable only the bytes of its own write, so the bytes written since the
+// last sync that needed none (a hard state alone, a new segment's head) are kept and
+// written again ahead of the save, the same bytes at the same place. Only when those
+// are not known (what a segment held when it was opened) or grew large is the save
+// written and then the whole segment synced with `fdatasync`. Replay
 // reads the records in order: an entry at index i drops every entry at or after i
 // first (a conflicting suffix).
 //
@@ -82,6 +84,10 @@ const ZERO_CHUNK = 1024 * 1024;
 const FREE_KEPT = 2;
 /** the seed of segments written before seeds: a plain CRC-32. */
 const LEGACY_SEED = 0;
+/** the most unsynced bytes kept to be written again by the next durable write. */
+const UNSYNCED_KEPT = 64 * 1024;
+const UNKNOWN = 'unknown';
+type Unsynced = { from: number; parts: Uint8Array[]; length: number } | typeof UNKNOWN | null;
 /** the flags of the handle that writes durably; null where the platform has no O_DSYNC. */
 const DSYNC_FLAGS = constants.O_DSYNC === undefined ? null : constants.O_RDWR | constants.O_DSYNC;
 
@@ -113,10 +119,14 @@ export class WalLogStore implements LogStore {
   /** the write position in the current segment (the last of `segments`). */
   private pos = 0;
   /**
-   * Whether the current segment may hold bytes no sync has covered yet: the next
-   * durable write then syncs the whole segment, not only its own bytes.
+   * The bytes of the current segment no sync has covered yet: null when there are
+   * none; the span from `from` to the write position, when it was written since the
+   * segment was opened and is small (a hard state that needed no sync, a new segment's
+   * head), so a durable write can write it again ahead of its own records and cover it;
+   * UNKNOWN when its extent is not known (what the segment held when it was opened) or
+   * it grew past UNSYNCED_KEPT: the next durable write then syncs the whole segment.
    */
-  private unsynced = false;
+  private unsynced: Unsynced = null;
   private tail: Promise<void> = Promise.resolve();
   /** the deletions past compactions left to do, one after another (see dropCovered). */
   private cleanup: Promise<void> = Promise.resolve();
@@ -255,29 +265,53 @@ export class WalLogStore implements LogStore {
       await this.cut(length);
       seg = this.segments.at(-1)!;
     }
-    const fh = this.fh!;
     const bytes = seal(records, seg.seed);
-    if (sync && !this.unsynced && this.dfh !== null) {
-      await writeAll(this.dfh, bytes, this.pos);
-    } else {
-      await writeAll(fh, bytes, this.pos);
-      if (sync) await fh.datasync();
-    }
+    await (sync ? this.writeDurably(bytes) : this.writeUnsynced(bytes));
     this.pos += length;
     seg.maxIndex = Math.max(seg.maxIndex, maxIndex);
-    this.unsynced = !sync;
+  }
+
+  /**
+   * Writes `bytes` at the write position, and returns once they and every byte before
+   * them are durable. Through O_DSYNC, which makes durable only what it writes, the
+   * unsynced bytes before them are written again with them (the same bytes, at the
+   * same place); when those are not known, the whole segment is synced after the write.
+   */
+  private async writeDurably(bytes: Uint8Array): Promise<void> {
+    const u = this.unsynced;
+    if (this.dfh !== null && u === null) {
+      await writeAll(this.dfh, bytes, this.pos);
+    } else if (this.dfh !== null && u !== UNKNOWN && u !== null) {
+      await writeAll(this.dfh, concat([...u.parts, bytes]), u.from);
+    } else {
+      await writeAll(this.fh!, bytes, this.pos);
+      await this.fh!.datasync();
+    }
+    this.unsynced = null;
+  }
+
+  private async writeUnsynced(bytes: Uint8Array): Promise<void> {
+    await writeAll(this.fh!, bytes, this.pos);
+    const u = this.unsynced;
+    if (u === null) {
+      this.unsynced = { from: this.pos, parts: [bytes], length: bytes.length };
+    } else if (u !== UNKNOWN && u.length + bytes.length <= UNSYNCED_KEPT) {
+      u.parts.push(bytes);
+      u.length += bytes.length;
+    } else {
+      this.unsynced = UNKNOWN;
+    }
   }
 
   /**
    * Makes the segment at `path` the current one, with its two handles. What it holds
-   * may not be durable yet (a new segment's head, or records a crashed process wrote
-   * and never synced, still in the page cache), so the first durable write after it
-   * syncs the whole segment.
+   * may not be durable yet (records a crashed process wrote and never synced, still
+   * in the page cache), so the first durable write after it syncs the whole segment.
    */
   private async openSegment(path: string): Promise<void> {
     this.fh = await open(path, 'r+');
     this.dfh = DSYNC_FLAGS === null ? null : await open(path, DSYNC_FLAGS);
-    this.unsynced = true;
+    this.unsynced = UNKNOWN;
   }
 
   private async closeSegment(): Promise<void> {
@@ -311,7 +345,10 @@ export class WalLogStore implements LogStore {
       await this.closeSegment();
     }
     await this.openSegment(next.path);
-    await writeAll(this.fh!, seal(head, next.seed), 0);
+    // A new segment holds nothing of this log but its head: it is all the next durable write must cover.
+    this.unsynced = null;
+    this.pos = 0;
+    await this.writeUnsynced(seal(head, next.seed));
     this.pos = headLength;
     this.segments.push(next);
     this.makeSpare();
@@ -321,7 +358,7 @@ export class WalLogStore implements LogStore {
   private async endSegment(): Promise<void> {
     await writeAll(this.fh!, new Uint8Array(HEADER), this.pos);
     await this.fh!.datasync();
-    this.unsynced = false;
+    this.unsynced = null;
   }
 
   private makeSpare(): void {
