@@ -49,8 +49,14 @@ async function handle(m: LevelRequest): Promise<unknown> {
       return db.get(m.key, at(m.snapshot));
     case 'getMany':
       return db.getMany(m.keys);
-    case 'batch':
-      return db.batch(m.ops, m.sync ? { sync: true } : {});
+    case 'batch': {
+      const { keys, values } = m;
+      const ops = keys.map((key, i) => {
+        const value = values[i];
+        return value === null ? { type: 'del' as const, key } : { type: 'put' as const, key, value: value! };
+      });
+      return db.batch(ops, m.sync ? { sync: true } : {});
+    }
     case 'keys':
       return db.keys(m.range).all();
     case 'iterator':

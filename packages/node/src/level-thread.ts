@@ -32,7 +32,7 @@ export type LevelCall =
   | { op: 'close' }
   | { op: 'get'; key: string; snapshot?: number }
   | { op: 'getMany'; keys: string[] }
-  | { op: 'batch'; ops: LevelOp[]; sync: boolean }
+  | { op: 'batch'; keys: string[]; values: (string | null)[]; sync: boolean }
   | { op: 'keys'; range: LevelRange }
   | { op: 'iterator'; it: number; range: LevelRange; snapshot?: number }
   | { op: 'next'; it: number; size: number }
@@ -100,8 +100,22 @@ export class ThreadedLevel {
     return this.call({ op: 'getMany', keys });
   }
 
+  /**
+   * Writes `ops` as one LevelDB batch. They are posted as two arrays, the keys and the
+   * values (null for a deletion): the event loop copies a batch for the worker, and V8
+   * copies an array of strings about twice as fast as as many objects, each with its
+   * own property names (20 operations: 4 against 8 µs; 190: 21 to 29 against 51 to
+   * 66 µs).
+   */
   batch(ops: LevelOp[], opts: { sync?: boolean } = {}): Promise<void> {
-    return this.call({ op: 'batch', ops, sync: opts.sync === true });
+    const keys = new Array<string>(ops.length);
+    const values = new Array<string | null>(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      keys[i] = op.key;
+      values[i] = op.type === 'del' ? null : op.value;
+    }
+    return this.call({ op: 'batch', keys, values, sync: opts.sync === true });
   }
 
   keys(range: LevelRange): { all(): Promise<string[]> } {
