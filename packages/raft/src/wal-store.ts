@@ -65,6 +65,7 @@ import { constants } from 'node:fs';
 import { crc32 } from 'node:zlib';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { assert } from './assert.js';
 import { EMPTY_HARD_STATE } from './entry.js';
 import type { Identity } from './identity.js';
 import { checkSave, type LogStore, type SaveBatch } from './storage.js';
@@ -282,6 +283,7 @@ export class WalLogStore implements LogStore {
     if (this.dfh !== null && u === null) {
       await writeAll(this.dfh, bytes, this.pos);
     } else if (this.dfh !== null && u !== UNKNOWN && u !== null) {
+      assert(u.from + u.length === this.pos, `the unsynced bytes end at ${u.from + u.length}, the write position is ${this.pos}`);
       await writeAll(this.dfh, concat([...u.parts, bytes]), u.from);
     } else {
       await writeAll(this.fh!, bytes, this.pos);
@@ -315,10 +317,10 @@ export class WalLogStore implements LogStore {
   }
 
   private async closeSegment(): Promise<void> {
-    await this.fh?.close();
-    await this.dfh?.close();
+    const closing = [this.fh?.close(), this.dfh?.close()];
     this.fh = null;
     this.dfh = null;
+    await Promise.all(closing);
   }
 
   /**
