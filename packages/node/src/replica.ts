@@ -36,6 +36,7 @@ import {
   type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type LogStore, type Message, type NodeId, type Ready, type Status,
 } from '@apl/raft';
 import { ConfigError } from './config.js';
+import { DataDirLock } from './data-lock.js';
 import { PROMOTE_LAG_ENTRIES_MAX, readRemoved, writeRemoved, type Removed } from './membership.js';
 import { ApiError } from './errors.js';
 import { startBatch } from './apply-batch.js';
@@ -190,6 +191,7 @@ export class Replica {
     readonly store: LedgerStore,
     snapshotIndex: number,
     removed: Removed | null,
+    private readonly lock: DataDirLock,
   ) {
     this.snapshotIndex = snapshotIndex;
     this.landedIndex = store.position.applied;
@@ -198,6 +200,16 @@ export class Replica {
 
   static async open(opts: ReplicaOptions): Promise<Replica> {
     mkdirSync(opts.dataDir, { recursive: true });
+    const lock = await DataDirLock.take(opts.dataDir);
+    try {
+      return await Replica.openLocked(opts, lock);
+    } catch (err) {
+      await lock.release();
+      throw err;
+    }
+  }
+
+  private static async openLocked(opts: ReplicaOptions, lock: DataDirLock): Promise<Replica> {
     const log = await openLog(opts.dataDir, opts.raft.wal_segment_bytes);
     const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, blockBytes: opts.blockBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const loaded = await log.load();
@@ -234,7 +246,7 @@ export class Replica {
       applied,
     }, boot);
     opts.log.info({ event: 'replica_open', applied, commit: boot.hardState.commit, term: boot.hardState.term, last: raft.status().lastIndex }, 'replica opened');
-    return new Replica(opts, raft, log, store, compacted, readRemoved(opts.dataDir));
+    return new Replica(opts, raft, log, store, compacted, readRemoved(opts.dataDir), lock);
   }
 
   /** Starts the clocks: Raft ticks, and ledger ticks proposed by the primary. */
@@ -538,6 +550,7 @@ export class Replica {
     this.failAll('The node shut down before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.');
     await this.log.close();
     await this.store.close();
+    await this.lock.release();
   }
 
   /** Why a new proposal is refused now, or null. */
