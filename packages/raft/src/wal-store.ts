@@ -88,7 +88,7 @@ const LEGACY_SEED = 0;
 /** the most unsynced bytes kept to be written again by the next durable write. */
 const UNSYNCED_KEPT = 64 * 1024;
 const UNKNOWN = 'unknown';
-type Unsynced = { from: number; parts: Uint8Array[]; length: number } | typeof UNKNOWN | null;
+type Unsynced = { from: number; parts: Uint8Array[] } | typeof UNKNOWN | null;
 /** the flags of the handle that writes durably; null where the platform has no O_DSYNC. */
 const DSYNC_FLAGS = constants.O_DSYNC === undefined ? null : constants.O_RDWR | constants.O_DSYNC;
 
@@ -280,11 +280,11 @@ export class WalLogStore implements LogStore {
    */
   private async writeDurably(bytes: Uint8Array): Promise<void> {
     const u = this.unsynced;
-    if (this.dfh !== null && u === null) {
-      await writeAll(this.dfh, bytes, this.pos);
-    } else if (this.dfh !== null && u !== UNKNOWN && u !== null) {
-      assert(u.from + u.length === this.pos, `the unsynced bytes end at ${u.from + u.length}, the write position is ${this.pos}`);
-      await writeAll(this.dfh, concat([...u.parts, bytes]), u.from);
+    if (this.dfh !== null && u !== UNKNOWN) {
+      const from = u === null ? this.pos : u.from;
+      const span = u === null ? bytes : concat([...u.parts, bytes]);
+      assert(from + span.length === this.pos + bytes.length, `the unsynced bytes from ${from} do not end at the write position ${this.pos}`);
+      await writeAll(this.dfh, span, from);
     } else {
       await writeAll(this.fh!, bytes, this.pos);
       await this.fh!.datasync();
@@ -296,10 +296,9 @@ export class WalLogStore implements LogStore {
     await writeAll(this.fh!, bytes, this.pos);
     const u = this.unsynced;
     if (u === null) {
-      this.unsynced = { from: this.pos, parts: [bytes], length: bytes.length };
-    } else if (u !== UNKNOWN && u.length + bytes.length <= UNSYNCED_KEPT) {
+      this.unsynced = { from: this.pos, parts: [bytes] };
+    } else if (u !== UNKNOWN && this.pos + bytes.length - u.from <= UNSYNCED_KEPT) {
       u.parts.push(bytes);
-      u.length += bytes.length;
     } else {
       this.unsynced = UNKNOWN;
     }
