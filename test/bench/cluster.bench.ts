@@ -12,18 +12,23 @@
  * proposals were batched).
  *
  *   npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5] [--json out.json]
- *                            [--to all|primary]
+ *                            [--to all|primary] [--profile]
  *
  * --to primary sends every request to the primary (as a client that follows the
  * primary would), so that the followers' figures are what replicating costs them.
+ * --profile runs every member under `node --cpu-prof`, stops them gracefully after the
+ * load (before any kill), and prints where each one's JavaScript thread spent its time.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { TOKENS, testCerts } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
+import { printSummary, summarize } from './support/profile.js';
 import { SERVER_DEFAULTS, cpuSeconds, parseGauges, residentBytes } from './support/server.js';
 import { Mix, bootstrapWorkload, type Fixtures } from './support/workload.js';
 
@@ -35,11 +40,14 @@ const { values: a } = parseArgs({
     kills: { type: 'string', default: '5' },
     json: { type: 'string' },
     to: { type: 'string', default: 'all' },
+    profile: { type: 'boolean', default: false },
   },
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000' } });
+const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
+const profileEnv = profileDir === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` };
+const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000', ...profileEnv } });
 /** cpuMsPerRequest: each replica's CPU time (all its threads) per request answered, in the order of the members. */
 const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; loadCpuMsPerRequest: number; syncsPerIntent: number[] })[] = [];
 const failovers: number[] = [];
@@ -77,7 +85,22 @@ try {
     const cpu = cpuMsPerRequest.map((ms, k) => `${ms.toFixed(2)}${c.members[k]!.id === leader ? '*' : ''}`).join(' / ');
     console.log(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MB | ${cpu} ms | ${loadCpuMsPerRequest.toFixed(2)} ms | ${syncsPerIntent.map((x) => x.toFixed(2)).join(' / ')} |`);
   }
-  for (let k = 0; k < Number(a.kills); k++) failovers.push(await failover(c, fixtures, runId, k));
+  if (profileDir !== undefined) {
+    // A profile is written when its process exits on its own: stop each member gracefully.
+    // A profile is named by its process id (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile).
+    const members = c.members.map((m) => ({ id: m.id, pid: c.process(m.id)!.pid }));
+    await Promise.all(c.members.map((m) => c.process(m.id)!.stop()));
+    const files = readdirSync(profileDir);
+    for (const m of members) {
+      const file = files.find((f) => f.split('.')[3] === String(m.pid));
+      console.log(`\n${m.id}${m.id === leader ? ' (primary)' : ''}:`);
+      if (file === undefined) console.log('  no profile was written');
+      else printSummary(summarize(join(profileDir, file)));
+    }
+    console.log(`\nprofiles: ${profileDir}`);
+  } else {
+    for (let k = 0; k < Number(a.kills); k++) failovers.push(await failover(c, fixtures, runId, k));
+  }
   const sorted = [...failovers].sort((x, y) => x - y);
   if (sorted.length > 0) console.log(`\nfailover (SIGKILL of the primary to the first intent committed by the next): ${failovers.map((f) => `${f} ms`).join(', ')}; median ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted[sorted.length - 1]} ms`);
 } finally {
