@@ -8,7 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import t from 'tap';
+import t, { type Test } from 'tap';
+import { encodeOperation, type Operation } from '@apl/core';
 import type { Message, NodeId, ProgressStatus } from '@apl/raft';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -41,7 +42,8 @@ interface Member {
   gate: { held: boolean; waiting: (() => void)[]; reached: number };
 }
 
-t.test('a compaction whose store sync ends after a member began installing is held', async (t) => {
+/** Three replicas in this process, joined by a transport that loses what `down` and `noSnapshots` say. */
+async function openMembers(t: Test, clusterId: string) {
   const ids = ['n1', 'n2', 'n3'];
   const members = new Map<NodeId, Member>();
   /** messages to or from these members are lost. */
@@ -84,7 +86,7 @@ t.test('a compaction whose store sync ends after a member began installing is he
       },
     });
     const replica = await Replica.open({
-      id, peers: ids, peerContext: {}, clusterId: 'hold-test', clusterState: 'new', dataDir: dir,
+      id, peers: ids, peerContext: {}, clusterId, clusterState: 'new', dataDir: dir,
       raft: { tick_ms: 10, election_ticks: 30, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
       tickIntervalMs: 3_600_000, commitTimeoutMs: 5_000, proposalsInFlightMax: 1_000,
       snapshotIntervalEntries: 20, snapshotCatchupEntries: 5,
@@ -111,6 +113,11 @@ t.test('a compaction whose store sync ends after a member began installing is he
       await new Promise((r) => setTimeout(r, 10));
     }
   };
+  return { members, all, down, noSnapshots, until };
+}
+
+t.test('a compaction whose store sync ends after a member began installing is held', async (t) => {
+  const { all, down, noSnapshots, until } = await openMembers(t, 'hold-test');
   await until('a primary', () => all.some((m) => m.replica.isLeader()));
   const leader = all.find((m) => m.replica.isLeader())!;
   const behind = all.find((m) => m !== leader)!;
@@ -155,4 +162,42 @@ t.test('a compaction whose store sync ends after a member began installing is he
   await entries(110);
   await until('a compaction after the hold', () => compactions().length >= 2);
   t.ok(compactions().at(-1)! > first, `compacted to ${compactions().at(-1)} after the hold`);
+});
+
+t.test('operations forwarded to the primary apply as their bytes say, also where a new primary replaced them', async (t) => {
+  const { all, down, until } = await openMembers(t, 'forward-test');
+  const party = (id: string): Operation => ({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id });
+  const appliedEverywhere = (index: number) => until(`every member applied ${index}`, () => all.every((m) => m.replica.store.position.applied >= index));
+  const hashes = () => all.map((m) => m.replica.store.position.stateHash);
+  // The operations the primary keeps while they wait for their apply (private): none once applied.
+  const kept = (m: Member) => (m.replica as unknown as { forwarded: Map<number, unknown> }).forwarded.size;
+
+  await until('a primary', () => all.some((m) => m.replica.isLeader()));
+  const first = all.find((m) => m.replica.isLeader())!;
+  for (let k = 0; k < 12; k++) {
+    if (k % 3 === 2) await first.replica.propose(party(`local-${k}`));
+    else first.replica.appendForwarded(encodeOperation(party(`forwarded-${k}`)));
+  }
+  await first.replica.propose(party('local-last'));
+  await appliedEverywhere(first.replica.store.position.applied);
+  t.equal(new Set(hashes()).size, 1, 'every member holds the same state');
+  t.equal(kept(first), 0, 'the primary keeps no forwarded operation once applied');
+
+  // The primary, cut off, appends forwarded operations no one else receives; another
+  // member becomes primary and commits its own entries at those indexes.
+  down.add(first.id);
+  const stale = [0, 1, 2].map((k) => first.replica.appendForwarded(encodeOperation(party(`stale-${k}`))));
+  t.equal(kept(first), 3, 'kept until applied');
+  const others = all.filter((m) => m !== first);
+  await until('a new primary', () => others.some((m) => m.replica.isLeader()));
+  const next = others.find((m) => m.replica.isLeader())!;
+  for (let k = 0; k < 4; k++) await next.replica.propose(party(`replacing-${k}`));
+  t.ok(next.replica.status().commit > stale[2]!.index, 'the new primary committed past the stale indexes');
+
+  // Back, the old primary takes the new entries: none of its stale operations applies.
+  down.delete(first.id);
+  const end = next.replica.status().commit;
+  await appliedEverywhere(end);
+  t.equal(new Set(hashes()).size, 1, 'every member holds the same state, the old primary too');
+  t.equal(kept(first), 0, 'and it keeps nothing');
 });

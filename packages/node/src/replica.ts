@@ -155,6 +155,12 @@ export function holdsCompaction(progress: Status['progress'], index: number, sna
 
 export class Replica {
   private readonly waiters = new Map<number, Waiter>();
+  /**
+   * Operations forwarded to this member as primary, as appendForwarded read them back,
+   * by index, until their entry is applied here: the entry is then not decoded again.
+   * At most proposalsInFlightMax; an entry replaced by a new primary is told apart by its term.
+   */
+  private readonly forwarded = new Map<number, { term: number; op: Operation; text: string }>();
   /** recent results by index, oldest first: [index, term, result]; at most RECENT_RESULTS_MAX. */
   private readonly recent = new Map<number, { term: number; applied: Applied | null }>();
   /** a received store waiting for Raft to accept the snapshot it belongs to. */
@@ -335,6 +341,9 @@ export class Replica {
     if (!r.ok) {
       if (r.code === 'not_leader') throw new NotLeaderError(r.leader);
       throw new ApiError('gateway_error', `The operation could not be proposed (${r.code}); nothing was recorded. Resubmit.`);
+    }
+    if (this.forwarded.size < this.opts.proposalsInFlightMax) {
+      this.forwarded.set(r.firstIndex, { term: r.term, op: back.value, text: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8') });
     }
     this.kick();
     return { index: r.firstIndex, term: r.term };
@@ -619,6 +628,7 @@ export class Replica {
       w.reject(new ApiError('commit_unavailable', UNCONFIRMED));
     }
     this.recent.clear();
+    for (const at of this.forwarded.keys()) if (at <= applied) this.forwarded.delete(at);
     this.landedIndex = applied;
     this.snapshotIndex = Math.max(this.snapshotIndex, index);
     this.compaction = null; // its sync was of the store replaced
@@ -684,16 +694,19 @@ export class Replica {
   }
 
   /**
-   * The operation of an entry: this member's own proposal as it read it back, or the
-   * entry decoded. Null for a no-op or an unreadable entry: every replica reads the
-   * same bytes the same way, so skipping is deterministic (stopping would stop every
-   * replica at every restart). Proposers never write such an entry (see propose), so
+   * The operation of an entry: this member's own proposal, or one forwarded to it, as
+   * it read it back, or the entry decoded. Null for a no-op or an unreadable entry:
+   * every replica reads the same bytes the same way, so skipping is deterministic
+   * (stopping would stop every replica at every restart). Proposers never write such an entry (see propose), so
    * an unreadable one is a bug worth shouting about.
    */
   private decode(e: Entry): { op: Operation; text: string } | null {
+    const f = this.forwarded.get(e.index);
+    if (f !== undefined) this.forwarded.delete(e.index);
     if (e.data.length === 0 || e.type === 'conf') return null;
     const w = this.waiters.get(e.index);
     if (w?.term === e.term) return { op: w.op, text: w.text };
+    if (f?.term === e.term) return { op: f.op, text: f.text };
     const d = decodeOperation(e.data);
     if (!d.ok) {
       this.opts.log.error({ event: 'entry_unreadable', index: e.index, issues: d.issues }, 'log entry is not an operation; it has no effect');
