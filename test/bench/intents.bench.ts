@@ -25,6 +25,7 @@
  * open loop (requests sent on a fixed schedule, latency counted from when each was due),
  * for the target "p99 at most 25 ms at half of peak": a closed loop at a lower
  * concurrency is not the same, since it slows its sending when the server slows.
+ * --half-peak-rps N sends N requests/s there instead, to compare builds at one load.
  * It also says where the slow answers' time went: how late the generator itself sent,
  * and the kernel's account (support/sched.ts) of the server's JavaScript thread over the
  * whole load and over the spans of the intents slower than the target.
@@ -59,6 +60,7 @@ const { values: a } = parseArgs({
     label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
     json: { type: 'string' },
     'no-half-peak': { type: 'boolean', default: false },
+    'half-peak-rps': { type: 'string' },
     ...SERVER_ARGS,
   },
 });
@@ -108,7 +110,8 @@ try {
   }
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
-    const requestsPerSecond = peak.requests / peak.seconds / 2;
+    // A rate given holds the open loop's load still between runs whose peaks differ (an A/B of two builds).
+    const requestsPerSecond = a['half-peak-rps'] === undefined ? peak.requests / peak.seconds / 2 : Number(a['half-peak-rps']);
     const { fsyncs: before, over25ms: slowBefore, gc: gcBefore } = await server.gauges(); // also starts the event loop's delay afresh
     const waitsBefore = storeBackgroundWrites(server.dataDir).writeWaits;
     const sched = new SchedSampler(server.proc.pid);
