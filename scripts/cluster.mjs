@@ -96,7 +96,7 @@ async function start() {
       APL_TLS_KEY: join(certDir, `${id}-key.pem`),
       APL_ADMIN_TOKENS_FILE: tokens,
     };
-    const child = spawn(process.execPath, [join(REPO, 'packages/node/dist/main.js'), '--config', join(REPO, 'deploy', `${id}.json`)], { env, detached: true, stdio: ['ignore', log, log] });
+    const child = spawn(process.execPath, ['--v8-pool-size=0', join(REPO, 'packages/node/dist/main.js'), '--config', join(REPO, 'deploy', `${id}.json`)], { env, detached: true, stdio: ['ignore', log, log] });
     child.unref();
     pids[id] = child.pid;
     started.push(id);

@@ -7,15 +7,15 @@
 // `npm run cluster:stop` stops them all. And an admin plane that requires client
 // certificates refuses a caller without one.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
 import { ConfigSchema } from '@apl/node';
-import { REPO } from './support/process.js';
+import { NODE_FLAGS, REPO, nodeEnv, spawnNode } from './support/process.js';
 import { TOKENS, startTestNode, testCerts } from './support/node.js';
 
 t.setTimeout(180_000);
@@ -103,6 +103,7 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   t.match(out, /admin tokens .*admin-tokens\.json/, 'and the admin tokens file');
   const pids = Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>);
   t.equal(pids.length, 3);
+  for (const pid of pids) t.ok(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--v8-pool-size=0'), `process ${pid} runs with --v8-pool-size=0`);
   const again = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(again, /all three members already run/, 'a second start leaves the running members alone');
   process.kill(pids[1]!, 'SIGKILL');
@@ -126,6 +127,23 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   const stop = execFileSync(process.execPath, [script, 'stop', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(stop, /stopped n1, n2, n4/, "every member that runs (n3 was refused)");
   for (const pid of pids) t.notOk(alive(pid), `process ${pid} is gone`);
+});
+
+t.test('every way to start a node gives V8 one background thread fewer than the CPUs', async (t) => {
+  const start = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.start!;
+  t.match(start, /&& node --v8-pool-size=0 packages\/node\/dist\/main\.js$/, 'npm start');
+  t.same(JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1] ?? 'null'), ['node', '--v8-pool-size=0', 'packages/node/dist/main.js'], 'the image');
+  t.same(NODE_FLAGS, ['--v8-pool-size=0'], 'the tests and the benchmarks');
+  // (npm run cluster: its processes' command lines are read in the test above.)
+  const dir = mkdtempSync(join(tmpdir(), 'apl-v8-pool-'));
+  const p = await spawnNode(nodeEnv(dir));
+  t.teardown(async () => {
+    await p.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const threads = readdirSync(`/proc/${p.pid}/task`).map((id) => readFileSync(`/proc/${p.pid}/task/${id}/comm`, 'utf8').trim());
+  const cpus = availableParallelism();
+  t.equal(threads.filter((n) => n === 'V8Worker').length, Math.max(1, cpus - 1), `${cpus} CPUs: ${Math.max(1, cpus - 1)} V8 background thread(s) (${threads.join(', ')})`);
 });
 
 t.test('an admin plane that requires client certificates refuses a caller without one', async (t) => {

@@ -16,6 +16,12 @@ import { PRINCIPALS, testCerts } from './node.js';
 const HERE = dirname(fileURLToPath(import.meta.url));
 export const REPO = resolve(HERE, ...(HERE.includes(`${'/'}dist${'/'}`) ? ['..', '..', '..'] : ['..', '..']));
 export const MAIN_JS = join(REPO, 'packages/node/dist/main.js');
+/**
+ * The Node.js flags the node is started with, as `npm start`, deploy/Dockerfile and
+ * scripts/cluster.mjs start it: V8's background threads one fewer than the CPUs
+ * (docs/operations.md, "V8's background threads").
+ */
+export const NODE_FLAGS = ['--v8-pool-size=0'];
 
 /** Sources of the server whose compiled file is older than they are: the build is stale. */
 export function staleBuild(): string[] {
@@ -94,7 +100,7 @@ export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: 
   if (['warn', 'error', 'fatal', 'silent'].includes(env.APL_LOG_LEVEL ?? 'info')) {
     return Promise.reject(new Error(`APL_LOG_LEVEL=${env.APL_LOG_LEVEL}: the node_started line the addresses come from is logged at info`));
   }
-  const child = spawn(opts.execPath ?? process.execPath, [...(opts.nodeArgs ?? []), opts.mainJs ?? MAIN_JS, ...(opts.args ?? [])], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(opts.execPath ?? process.execPath, [...NODE_FLAGS, ...(opts.nodeArgs ?? []), opts.mainJs ?? MAIN_JS, ...(opts.args ?? [])], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   // The node logs a line per request; the lines about its state are kept apart so they are not crowded out.
   const tail: string[] = [];

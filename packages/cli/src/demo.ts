@@ -41,7 +41,7 @@ interface Node {
 /** Starts the server process on free ports in `dataDir`; resolves once it has logged its addresses. */
 function startNode(dataDir: string): Promise<Node> {
   const env = { ...process.env, APL_DATA_DIR: dataDir, APL_HOST: '127.0.0.1', APL_AGENT_PORT: '0', APL_ADMIN_PORT: '0', APL_TICK_INTERVAL_MS: String(TICK_MS), APL_LOG_LEVEL: 'info' };
-  const child: ChildProcess = spawn(process.execPath, [SERVER], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, ['--v8-pool-size=0', SERVER], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const stderr: string[] = [];
   createInterface({ input: child.stderr! }).on('line', (l) => stderr.push(l));
