@@ -130,13 +130,14 @@ export const SERVER_ARGS = {
 /**
  * The server a benchmark's command line asks for: `--main` another build's main.js,
  * `--wal-dir` the Raft log on another filesystem, `--server-env APL_NAME=value`
- * (repeatable) the server's configuration, or `--server-env NODE_OPTIONS=...` the
- * flags of the server's Node.js alone (the load generator runs without them).
+ * (repeatable) the server's configuration, `--server-env NODE_OPTIONS=...` the
+ * flags of the server's Node.js alone (the load generator runs without them), or
+ * `--server-env UV_THREADPOOL_SIZE=n` the size of its libuv pool.
  */
 export function serverOptions(a: { main?: string; 'wal-dir'?: string; 'server-env'?: string[] }): ServerOptions {
   const env = Object.fromEntries((a['server-env'] ?? []).map((kv) => {
-    const m = /^(APL_[A-Z0-9_]+|NODE_OPTIONS)=(.*)$/s.exec(kv);
-    if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value or NODE_OPTIONS=flags`);
+    const m = /^(APL_[A-Z0-9_]+|NODE_OPTIONS|UV_THREADPOOL_SIZE)=(.*)$/s.exec(kv);
+    if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value, NODE_OPTIONS=flags or UV_THREADPOOL_SIZE=n`);
     return [m[1]!, m[2]!];
   }));
   return { env, ...(a.main === undefined ? {} : { mainJs: a.main }), ...(a['wal-dir'] === undefined ? {} : { walDir: a['wal-dir'] }) };
