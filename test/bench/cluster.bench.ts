@@ -17,7 +17,8 @@
  * --to primary sends every request to the primary (as a client that follows the
  * primary would), so that the followers' figures are what replicating costs them.
  * --profile runs every member under `node --cpu-prof`, stops them gracefully after the
- * load (before any kill), and prints where each one's JavaScript thread spent its time.
+ * load, and prints where each one's JavaScript thread spent its time; no failover is
+ * timed then (`--kills` is ignored).
  */
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -87,12 +88,13 @@ try {
   }
   if (profileDir !== undefined) {
     // A profile is written when its process exits on its own: stop each member gracefully.
-    // A profile is named by its process id (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile).
+    // Profiles are named CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile; thread 0 is
+    // the JavaScript thread (1 is the state store's LevelDB thread).
     const members = c.members.map((m) => ({ id: m.id, pid: c.process(m.id)!.pid }));
     await Promise.all(c.members.map((m) => c.process(m.id)!.stop()));
     const files = readdirSync(profileDir);
     for (const m of members) {
-      const file = files.find((f) => f.split('.')[3] === String(m.pid));
+      const file = files.find((f) => f.split('.')[3] === String(m.pid) && f.split('.')[4] === '0');
       console.log(`\n${m.id}${m.id === leader ? ' (primary)' : ''}:`);
       if (file === undefined) console.log('  no profile was written');
       else printSummary(summarize(join(profileDir, file)));

@@ -697,8 +697,8 @@ export class Replica {
    * The operation of an entry: this member's own proposal, or one forwarded to it, as
    * it read it back, or the entry decoded. Null for a no-op or an unreadable entry:
    * every replica reads the same bytes the same way, so skipping is deterministic
-   * (stopping would stop every replica at every restart). Proposers never write such an entry (see propose), so
-   * an unreadable one is a bug worth shouting about.
+   * (stopping would stop every replica at every restart). Proposers never write such
+   * an entry (see propose), so an unreadable one is a bug worth shouting about.
    */
   private decode(e: Entry): { op: Operation; text: string } | null {
     const f = this.forwarded.get(e.index);
