@@ -4,8 +4,9 @@
 // the config keeps its data, and publishes the ports the configs listen on and
 // advertise; the member lists agree. Then `npm run cluster` runs the same configs as
 // local processes (on free ports, in a scratch directory), a primary is elected, and
-// `npm run cluster:stop` stops them all. And an admin plane that requires client
-// certificates refuses a caller without one.
+// `npm run cluster:stop` stops them all. Every way to start a node passes
+// --v8-pool-size=0, and a node so started has one V8 helper fewer than the CPUs. And
+// an admin plane that requires client certificates refuses a caller without one.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
