@@ -65,6 +65,9 @@ const { values: a } = parseArgs({
   },
 });
 
+const fixedRate = a['half-peak-rps'] === undefined ? null : Number(a['half-peak-rps']);
+if (fixedRate !== null && !(fixedRate > 0)) throw new Error(`--half-peak-rps ${a['half-peak-rps']}: expected a number of requests per second above 0`);
+
 /** The p99 target at half of peak (issue "Chaos and speed"). */
 const HALF_PEAK_P99_MS = 25;
 
@@ -111,7 +114,7 @@ try {
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
     // A rate given holds the open loop's load still between runs whose peaks differ (an A/B of two builds).
-    const requestsPerSecond = a['half-peak-rps'] === undefined ? peak.requests / peak.seconds / 2 : Number(a['half-peak-rps']);
+    const requestsPerSecond = fixedRate ?? peak.requests / peak.seconds / 2;
     const { fsyncs: before, over25ms: slowBefore, gc: gcBefore } = await server.gauges(); // also starts the event loop's delay afresh
     const waitsBefore = storeBackgroundWrites(server.dataDir).writeWaits;
     const sched = new SchedSampler(server.proc.pid);

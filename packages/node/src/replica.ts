@@ -322,7 +322,7 @@ export class Replica {
     const bytes = encodeOperation(op);
     const back = decodeOperation(bytes);
     if (!back.ok) return Promise.reject(new UnreadableOperation(back.issues));
-    const text = Buffer.from(bytes).toString('utf8');
+    const text = utf8(bytes);
     if (this.isLeader()) return this.proposeHere(bytes, back.value, text);
     return this.proposeThroughPrimary(bytes, back.value, text);
   }
@@ -343,7 +343,7 @@ export class Replica {
       throw new ApiError('gateway_error', `The operation could not be proposed (${r.code}); nothing was recorded. Resubmit.`);
     }
     if (this.forwarded.size < this.opts.proposalsInFlightMax) {
-      this.forwarded.set(r.firstIndex, { term: r.term, op: back.value, text: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8') });
+      this.forwarded.set(r.firstIndex, { term: r.term, op: back.value, text: utf8(bytes) });
     }
     this.kick();
     return { index: r.firstIndex, term: r.term };
@@ -712,7 +712,7 @@ export class Replica {
       this.opts.log.error({ event: 'entry_unreadable', index: e.index, issues: d.issues }, 'log entry is not an operation; it has no effect');
       return null;
     }
-    return { op: d.value, text: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength).toString('utf8') };
+    return { op: d.value, text: utf8(e.data) };
   }
 
   /**
@@ -920,4 +920,9 @@ function outcomeLabel(a: Applied): string {
   if (!a.result.ok) return a.result.error.error;
   const v = a.result.value as { kind?: string; outcome?: { verdict: string } };
   return v.kind === 'replayed' ? 'replayed' : (v.outcome?.verdict ?? 'unknown');
+}
+
+/** The text of an operation's bytes, read in place (no copy). */
+function utf8(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
 }

@@ -305,14 +305,17 @@ export class WalLogStore implements LogStore {
   }
 
   /**
-   * Makes the segment at `path` the current one, with its two handles. What it holds
-   * may not be durable yet (records a crashed process wrote and never synced, still
-   * in the page cache), so the first durable write after it syncs the whole segment.
+   * Makes the segment at `path` the current one, with its two handles, writing at
+   * `pos`. `unsynced` says what of it no sync has covered: nothing for a segment just
+   * made (its zeros were synced), UNKNOWN for one a process wrote before (records a
+   * crashed process never synced may still be only in the page cache), so that the
+   * first durable write after it syncs the whole segment.
    */
-  private async openSegment(path: string): Promise<void> {
+  private async openSegment(path: string, pos: number, unsynced: null | typeof UNKNOWN): Promise<void> {
     this.fh = await open(path, 'r+');
     this.dfh = DSYNC_FLAGS === null ? null : await open(path, DSYNC_FLAGS);
-    this.unsynced = UNKNOWN;
+    this.pos = pos;
+    this.unsynced = unsynced;
   }
 
   private async closeSegment(): Promise<void> {
@@ -345,10 +348,8 @@ export class WalLogStore implements LogStore {
       await this.endSegment();
       await this.closeSegment();
     }
-    await this.openSegment(next.path);
     // A new segment holds nothing of this log but its head: it is all the next durable write must cover.
-    this.unsynced = null;
-    this.pos = 0;
+    await this.openSegment(next.path, 0, null);
     await this.writeUnsynced(seal(head, next.seed));
     this.pos = headLength;
     this.segments.push(next);
@@ -523,8 +524,7 @@ export class WalLogStore implements LogStore {
       for (const path of this.free.splice(0)) await rm(path, { force: true });
       return;
     }
-    await this.openSegment(seg.path);
-    this.pos = end.pos;
+    await this.openSegment(seg.path, end.pos, UNKNOWN);
     if (!(await zeroTail(this.fh!, this.pos, seg.size))) {
       // Too much to zero: the segment ends here, and the next write starts a new one.
       await this.endSegment();
