@@ -1,19 +1,36 @@
 // Runs the compiled benchmarks (test/dist/bench/*.bench.js) whose name contains the
 // filter, each in its own process, one after another, so that they do not compete for
 // the cores of a small machine. Arguments after the filter go to every benchmark.
-// Usage: npm run bench [-- <name-filter> [--option value ...]]
+// Usage: npm run bench [-- <name-filter> [--option value ...]]; npm run bench -- --help lists them.
 import { readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
 const dir = new URL('../test/dist/bench/', import.meta.url).pathname;
+const ABOUT = {
+  intents: 'a standalone node over HTTPS: 1, 16, 64 and 256 in flight, then half of the peak, open loop',
+  growth: 'a million intents on one node, a line per 100,000, then a restart',
+  cluster: 'a three-node cluster at 1 to 256 in flight, then failovers (SIGKILL of the primary)',
+  disk: "the disk's synced writes, appended and over zeros, alone and beside a compaction-shaped writer",
+  ledger: "the core's apply alone, then a node in this process (quick; not as users measure)",
+  raft: 'the Raft core in a simulated three-node group, in memory',
+};
+const all = readdirSync(dir).filter((f) => f.endsWith('.bench.js')).sort();
 const [filter = '', ...args] = process.argv.slice(2);
-const files = readdirSync(dir)
-  .filter((f) => f.endsWith('.bench.js') && f.includes(filter))
-  .sort();
+if (filter === '--help' || filter === '-h' || filter === 'help') {
+  console.log('usage: npm run bench [-- <name> [options]]   every benchmark whose name contains <name>, one after another');
+  console.log('       npm run bench -- <name> --help        the options of one\n');
+  for (const f of all) {
+    const name = f.replace(/\.bench\.js$/, '');
+    console.log(`  ${name.padEnd(8)} ${ABOUT[name] ?? ''}`);
+  }
+  console.log('\nThe figures and how to read them: docs/BENCHMARKS.md');
+  process.exit(0);
+}
+const files = all.filter((f) => f.includes(filter));
 if (files.length === 0) {
-  console.error(`no benchmark matches "${filter}" in ${dir}`);
-  process.exit(1);
+  console.error(`no benchmark matches "${filter}" (npm run bench -- --help lists them)`);
+  process.exit(2);
 }
 let failed = 0;
 for (const f of files) {

@@ -11,8 +11,7 @@
  * of its Raft log per intent (one per Ready that persisted something: how well the
  * proposals were batched).
  *
- *   npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5] [--json out.json]
- *                            [--to all|primary] [--profile]
+ *   npm run bench -- cluster [options]    (USAGE below; --help lists the options)
  *
  * --to primary sends every request to the primary (as a client that follows the
  * primary would), so that the followers' figures are what replicating costs them.
@@ -24,26 +23,32 @@ import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { TOKENS, testCerts } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
+import { ScriptArgs } from '../support/args.js';
 import { printSummary, summarize } from './support/profile.js';
 import { SERVER_DEFAULTS, cpuSeconds, parseGauges, residentBytes } from './support/server.js';
 import { Mix, bootstrapWorkload, type Fixtures } from './support/workload.js';
 
-const { values: a } = parseArgs({
-  options: {
-    concurrency: { type: 'string', default: '1,16,64,256' },
-    seconds: { type: 'string', default: '15' },
-    parties: { type: 'string', default: '64' },
-    kills: { type: 'string', default: '5' },
-    json: { type: 'string' },
-    to: { type: 'string', default: 'all' },
-    profile: { type: 'boolean', default: false },
-  },
+const USAGE = `npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5]
+                         [--to all|primary] [--profile] [--json out.json]`;
+const args = new ScriptArgs(USAGE, {
+  concurrency: { type: 'string', default: '1,16,64,256' },
+  seconds: { type: 'string', default: '15' },
+  parties: { type: 'string', default: '64' },
+  kills: { type: 'string', default: '5' },
+  json: { type: 'string' },
+  to: { type: 'string', default: 'all' },
+  profile: { type: 'boolean', default: false },
 });
+const a = args.values;
+const concurrencies = args.ints('concurrency');
+const seconds = args.int('seconds', 1);
+const parties = args.int('parties', 1);
+const kills = args.int('kills');
+if (a.to !== 'all' && a.to !== 'primary') args.refuse(`--to ${a.to}: expected all or primary`);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
@@ -56,9 +61,8 @@ try {
   const leader = await c.leader(15_000);
   const admin = c.handle(leader);
   const runId = `k${Date.now().toString(36)}`;
-  const fixtures = await bootstrapWorkload((who, path, body) => admin.admin.request('POST', path, { body, token: TOKENS[who] }), Number(a.parties), runId);
+  const fixtures = await bootstrapWorkload((who, path, body) => admin.admin.request('POST', path, { body, token: TOKENS[who] }), parties, runId);
   const mix = new Mix(fixtures, runId);
-  if (a.to !== 'all' && a.to !== 'primary') throw new Error(`--to ${a.to}: expected all or primary`);
   const urls = c.members.filter((m) => a.to === 'all' || m.id === leader).map((m) => m.agent_url);
   const ca = testCerts().ca;
   const load = (concurrency: number, durationMs: number) => runLoad({ urls, ca, concurrency, durationMs, mix });
@@ -72,10 +76,10 @@ try {
     return parseGauges(r.text).fsyncs.all;
   }));
   const pids = () => c.members.map((m) => c.process(m.id)!.pid);
-  for (const n of a.concurrency.split(',').map(Number)) {
+  for (const n of concurrencies) {
     const syncsBefore = await syncs();
     const [cpuBefore, loadBefore] = [pids().map((pid) => cpuSeconds(pid)), process.cpuUsage()];
-    const s = await load(n, Number(a.seconds) * 1000);
+    const s = await load(n, seconds * 1000);
     const syncsPerIntent = (await syncs()).map((x, k) => (x - syncsBefore[k]!) / s.intents);
     const cpuMsPerRequest = pids().map((pid, k) => ((cpuSeconds(pid) - cpuBefore[k]!) * 1000) / s.requests);
     const loadUsage = process.cpuUsage(loadBefore);
@@ -101,7 +105,7 @@ try {
     }
     console.log(`\nprofiles: ${profileDir}`);
   } else {
-    for (let k = 0; k < Number(a.kills); k++) failovers.push(await failover(c, fixtures, runId, k));
+    for (let k = 0; k < kills; k++) failovers.push(await failover(c, fixtures, runId, k));
   }
   const sorted = [...failovers].sort((x, y) => x - y);
   if (sorted.length > 0) console.log(`\nfailover (SIGKILL of the primary to the first intent committed by the next): ${failovers.map((f) => `${f} ms`).join(', ')}; median ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted[sorted.length - 1]} ms`);

@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { ScriptArgs } from '../support/args.js';
 
 const BLOCK = Buffer.alloc(4096, 0x61);
 const FILE_BYTES = 64 << 20;
@@ -98,10 +98,14 @@ function backgroundWriter(dir: string, tableMib: number): void {
 }
 
 function main(): void {
-  const { values } = parseArgs({ options: { seconds: { type: 'string', default: '20' }, 'table-mib': { type: 'string', default: '2' }, dir: { type: 'string' } }, strict: false });
-  const seconds = Number(values.seconds);
-  const tableMib = Number(values['table-mib']);
-  const dir = mkdtempSync(join(typeof values.dir === 'string' ? values.dir : tmpdir(), 'apl-disk-'));
+  const args = new ScriptArgs('npm run bench -- disk [--seconds 20] [--table-mib 2] [--dir <directory>]', {
+    seconds: { type: 'string', default: '20' },
+    'table-mib': { type: 'string', default: '2' },
+    dir: { type: 'string' },
+  });
+  const seconds = args.int('seconds', 1);
+  const tableMib = args.int('table-mib', 1);
+  const dir = mkdtempSync(join(args.values.dir ?? tmpdir(), 'apl-disk-'));
   const rows: string[] = [];
   const row = (mode: string, load: string, t: Timing) => rows.push(`| ${mode} | ${load} | ${Math.round(t.perSecond).toLocaleString('en-US')} | ${t.p50.toFixed(2)} ms | ${t.p99.toFixed(2)} ms | ${t.p999.toFixed(2)} ms | ${t.max.toFixed(1)} ms | ${t.over25} / ${t.over100} |`);
   try {

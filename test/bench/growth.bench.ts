@@ -8,9 +8,7 @@
  * (and how many took over 100 and over 250 ms: a slow disk's share of the maximum), and
  * the answers by status; then it stops the node and times a restart to ready.
  *
- *   npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--json out.json]
- *                           [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
- *                           [--server-env APL_NAME=value ...]
+ *   npm run bench -- growth [options]    (USAGE below; --help lists the options)
  *
  * --main runs another build of the server under the same load, to set two designs side
  * by side on the same machine (its store's figures are blank when it has no state store).
@@ -25,36 +23,41 @@
  * 64 TLS handshakes and the server's first compilations all land in the first second,
  * which says nothing about growth. Their maximum is printed beside the verdict.
  *
- * Targets (issue "The ledger's state on disk"): the last window's throughput within
+ * Targets (docs/BENCHMARKS.md, "Growth to a million intents"): the last window's throughput within
  * 20 % of the first's, max latency never above 250 ms, no 503, the heap under the
  * bound in docs/BENCHMARKS.md, a restart ready in under 5 s. They are printed as
  * met or missed, not asserted: a shared machine is too noisy for a timed test.
  */
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { Client, TOKENS } from '../support/node.js';
 import { runLoad, type LoadStats } from './support/load.js';
 import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
+import { ScriptArgs } from '../support/args.js';
 import { SERVER_ARGS, countsSince, fsyncsSince, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
-const { values: a } = parseArgs({
-  options: {
-    intents: { type: 'string', default: '1000000' },
-    window: { type: 'string', default: '100000' },
-    concurrency: { type: 'string', default: '64' },
-    warmup: { type: 'string', default: '2000' },
-    parties: { type: 'string', default: '256' },
-    json: { type: 'string' },
-    ...SERVER_ARGS,
-  },
+const USAGE = `npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--parties 256]
+                        [--json out.json] [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
+                        [--server-env APL_NAME=value ...]`;
+const args = new ScriptArgs(USAGE, {
+  intents: { type: 'string', default: '1000000' },
+  window: { type: 'string', default: '100000' },
+  concurrency: { type: 'string', default: '64' },
+  warmup: { type: 'string', default: '2000' },
+  parties: { type: 'string', default: '256' },
+  json: { type: 'string' },
+  ...SERVER_ARGS,
 });
-const total = Number(a.intents);
-const windowIntents = Number(a.window);
-const warmupIntents = Number(a.warmup);
+const a = args.values;
+const total = args.int('intents', 1);
+const windowIntents = args.int('window', 1);
+const warmupIntents = args.int('warmup');
+const concurrency = args.int('concurrency', 1);
+const parties = args.int('parties', 1);
+const serverOpts = serverOptions(a, (why) => args.refuse(why));
 
-const server = await startBenchServer(serverOptions(a));
+const server = await startBenchServer(serverOpts);
 const sched = new SchedSampler(server.proc.pid);
 type Row = LoadStats & {
   recorded: number; rssBytes: number; heapBytes: number;
@@ -77,8 +80,8 @@ let recorded = 0;
 let restartMs = NaN;
 try {
   const runId = `g${Date.now().toString(36)}`;
-  const mix = new Mix(await bootstrapWorkload(server.admin, Number(a.parties), runId), runId);
-  console.log(`${warmupIntents.toLocaleString('en-US')} intents of warm-up (connections opened, code compiled), then ${total.toLocaleString('en-US')} intents at ${a.concurrency} in flight, a line per ${windowIntents.toLocaleString('en-US')}`);
+  const mix = new Mix(await bootstrapWorkload(server.admin, parties, runId), runId);
+  console.log(`${warmupIntents.toLocaleString('en-US')} intents of warm-up (connections opened, code compiled), then ${total.toLocaleString('en-US')} intents at ${concurrency} in flight, a line per ${windowIntents.toLocaleString('en-US')}`);
   console.log('| intents recorded | intents/s | p50 | p99 | max | max at | server RSS | server heap | CPU/intent: JS / V8 / native | LevelDB flushed / compacted | synced writes (> 100 / > 250 ms) | answers |');
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|');
   let cpuBefore = server.threadCpuSeconds();
@@ -109,7 +112,7 @@ try {
   };
   const loadStart = performance.now();
   await runLoad({
-    urls: [server.proc.agentUrl], ca: server.ca, concurrency: Number(a.concurrency), mix, intents: warmupIntents + total, windowIntents, warmupIntents,
+    urls: [server.proc.agentUrl], ca: server.ca, concurrency, mix, intents: warmupIntents + total, windowIntents, warmupIntents,
     onWarmup: async (w) => {
       recorded += w.intents;
       warmup = await line(`${recorded.toLocaleString('en-US')} (warm-up)`, w);

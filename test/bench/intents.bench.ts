@@ -5,11 +5,7 @@
  * refusals, usage moves and reads). One run measures every concurrency of the matrix
  * against the same node, one after another.
  *
- *   npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
- *                            [--runtime /path/to/node] [--profile] [--out bench-results]
- *                            [--label name] [--json out.json]
- *                            [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
- *                            [--server-env APL_NAME=value ...]
+ *   npm run bench -- intents [options]    (USAGE below; --help lists the options)
  *
  * For each concurrency it prints intents per second, the latency p50, p99 and max of
  * intents (with when the slowest was sent: at 0.0 s it was a first request, which waits
@@ -41,34 +37,40 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
 import { runLoad, runOpenLoop, type LoadStats, type OpenLoopStats } from './support/load.js';
 import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
 import { printSummary, summarize } from './support/profile.js';
+import { ScriptArgs } from '../support/args.js';
 import { SERVER_ARGS, countsSince, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
-const { values: a } = parseArgs({
-  options: {
-    concurrency: { type: 'string', default: '1,16,64,256' },
-    seconds: { type: 'string', default: '15' },
-    parties: { type: 'string', default: '64' },
-    runtime: { type: 'string' },
-    profile: { type: 'boolean', default: false },
-    out: { type: 'string', default: 'bench-results' },
-    label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
-    json: { type: 'string' },
-    'no-half-peak': { type: 'boolean', default: false },
-    'half-peak-rps': { type: 'string' },
-    ...SERVER_ARGS,
-  },
+const USAGE = `npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
+                         [--runtime /path/to/node] [--profile] [--out bench-results] [--label name] [--json out.json]
+                         [--no-half-peak | --half-peak-rps N]
+                         [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
+                         [--server-env APL_NAME=value ...]`;
+const args = new ScriptArgs(USAGE, {
+  concurrency: { type: 'string', default: '1,16,64,256' },
+  seconds: { type: 'string', default: '15' },
+  parties: { type: 'string', default: '64' },
+  runtime: { type: 'string' },
+  profile: { type: 'boolean', default: false },
+  out: { type: 'string', default: 'bench-results' },
+  label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
+  json: { type: 'string' },
+  'no-half-peak': { type: 'boolean', default: false },
+  'half-peak-rps': { type: 'string' },
+  ...SERVER_ARGS,
 });
+const a = args.values;
+const concurrencies = args.ints('concurrency');
+const seconds = args.int('seconds', 1);
+const parties = args.int('parties', 1);
+const fixedRate = args.positive('half-peak-rps') ?? null;
+const serverOpts = serverOptions(a, (why) => args.refuse(why));
 
-const fixedRate = a['half-peak-rps'] === undefined ? null : Number(a['half-peak-rps']);
-if (fixedRate !== null && !(fixedRate > 0)) throw new Error(`--half-peak-rps ${a['half-peak-rps']}: expected a number of requests per second above 0`);
-
-/** The p99 target at half of peak (issue "Chaos and speed"). */
+/** The p99 target at half of peak (docs/BENCHMARKS.md, "The targets"). */
 const HALF_PEAK_P99_MS = 25;
 
 type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number };
@@ -76,7 +78,7 @@ type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest:
 const runtime = a.runtime ?? process.execPath;
 const version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
-const server = await startBenchServer({ ...serverOptions(a), execPath: runtime, ...(profileDir === undefined ? {} : { cpuProfDir: profileDir }) });
+const server = await startBenchServer({ ...serverOpts, execPath: runtime, ...(profileDir === undefined ? {} : { cpuProfDir: profileDir }) });
 const rows: Row[] = [];
 const lines: string[] = [];
 const print = (line: string) => {
@@ -87,7 +89,7 @@ let disk: SyncedWrites | null = null;
 let halfPeak: (Omit<OpenLoopStats, 'slow'> & { slow: number; whole: SchedSpan | null; slowSpans: SchedSpan | null; requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
 try {
   const runId = `b${Date.now().toString(36)}`;
-  const fixtures = await bootstrapWorkload(server.admin, Number(a.parties), runId);
+  const fixtures = await bootstrapWorkload(server.admin, parties, runId);
   const mix = new Mix(fixtures, runId);
   const load = (concurrency: number, durationMs: number) => runLoad({ urls: [server.proc.agentUrl], ca: server.ca, concurrency, durationMs, mix });
   await load(16, 3000); // warm-up: JIT, caches, connections
@@ -96,11 +98,11 @@ try {
   print(`server on Node.js ${version}; load generator on ${process.version}; ${fixtures.agents.length} agents; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
   print(`disk: ${Math.round(fsyncPerSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the data directory), each p50 ${disk.p50Ms.toFixed(2)} ms, p99 ${disk.p99Ms.toFixed(1)} ms, max ${disk.maxMs.toFixed(0)} ms`);
   print('');
-  print('| in flight | intents/s | p50 | p99 | max (sent at) | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents per fsync |');
+  print('| in flight | intents/s | p50 | p99 | max (sent at) | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents/s ÷ the disk\'s synced writes/s |');
   print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
-  for (const c of a.concurrency.split(',').map(Number)) {
+  for (const c of concurrencies) {
     const [cpuBefore, mainBefore, loadBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds(), process.cpuUsage()];
-    const s = await load(c, Number(a.seconds) * 1000);
+    const s = await load(c, seconds * 1000);
     const cpuMsPerRequest = ((server.cpuSeconds() - cpuBefore) * 1000) / s.requests;
     const mainCpuMsPerRequest = ((server.mainThreadCpuSeconds() - mainBefore) * 1000) / s.requests;
     const loadUsage = process.cpuUsage(loadBefore);
@@ -119,7 +121,7 @@ try {
     const waitsBefore = storeBackgroundWrites(server.dataDir).writeWaits;
     const sched = new SchedSampler(server.proc.pid);
     const loadStart = performance.now();
-    const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: Number(a.seconds) * 1000, connections: 64, slowMs: HALF_PEAK_P99_MS });
+    const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: seconds * 1000, connections: 64, slowMs: HALF_PEAK_P99_MS });
     const whole = sched.span(loadStart, performance.now() - 50);
     const slowSpans = sched.spans(s.slow.map((x) => ({ from: x.at, to: x.at + x.ms })));
     sched.stop();
@@ -150,7 +152,7 @@ if (profileDir !== undefined) {
     'JSON parser (parseJson)': (fn, url) => fn === 'parseJson' && url.includes('/core/'),
   }), print);
 }
-const report = { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond: disk?.perSecond ?? NaN, disk, seconds: Number(a.seconds), rows, halfPeak };
+const report = { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond: disk?.perSecond ?? NaN, disk, seconds, rows, halfPeak };
 const out = resolve(a.out);
 mkdirSync(out, { recursive: true });
 writeFileSync(join(out, `intents-${a.label}.json`), `${JSON.stringify(report, null, 2)}\n`);

@@ -8,6 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import { Harness, intent } from '@apl/core/testing';
 import { AGENT_A, bootstrap, envelope, startTestNode } from '../support/node.js';
+import { ScriptArgs } from '../support/args.js';
 
 function coreApply(): void {
   const h = Harness.bootstrap();
@@ -57,5 +58,6 @@ async function overHttps(): Promise<void> {
   }
 }
 
+new ScriptArgs('npm run bench -- ledger (no options)', {});
 coreApply();
 await overHttps();

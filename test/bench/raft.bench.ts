@@ -9,6 +9,7 @@
 //
 // Usage: npm run bench -- raft
 import { MemoryLogStore, RawNode, type Config, type Message } from '@apl/raft';
+import { ScriptArgs } from '../support/args.js';
 
 const IDS = ['n1', 'n2', 'n3'];
 const PAYLOAD_BYTES = 128;
@@ -134,4 +135,5 @@ function main(): void {
   }
 }
 
+new ScriptArgs('npm run bench -- raft (no options)', {});
 main();

@@ -1,27 +1,20 @@
 // npm run chaos -- [--duration-s 600] [--seed 1] [--agents 8] [--kills 10]: a long chaos
 // run against three node processes on 127.0.0.1 (see harness.ts); prints the nemesis'
 // actions, the counts and every violation, and exits 1 when there is one.
-import { parseArgs } from 'node:util';
+import { ScriptArgs } from '../support/args.js';
 import { runChaos } from './harness.js';
 
-const { values } = parseArgs({
-  options: {
-    'duration-s': { type: 'string', default: '600' },
-    seed: { type: 'string', default: String(Date.now() % 100_000) },
-    agents: { type: 'string', default: '8' },
-    kills: { type: 'string', default: '' },
-  },
+const args = new ScriptArgs('npm run chaos -- [--duration-s 600] [--seed N] [--agents 8] [--kills N]', {
+  'duration-s': { type: 'string', default: '600' },
+  seed: { type: 'string', default: String(Date.now() % 100_000) },
+  agents: { type: 'string', default: '8' },
+  kills: { type: 'string' },
 });
-const durationS = Number(values['duration-s']);
-const seed = Number(values.seed);
-const agents = Number(values.agents);
-const killsMin = values.kills === '' ? Math.max(3, Math.floor(durationS / 60)) : Number(values.kills);
-for (const [name, v] of [['duration-s', durationS], ['seed', seed], ['agents', agents], ['kills', killsMin]] as const) {
-  if (!Number.isInteger(v) || v < 0) {
-    console.error(`--${name} must be a whole number`);
-    process.exit(2);
-  }
-}
+const durationS = args.int('duration-s', 1);
+const seed = args.int('seed');
+const agents = args.int('agents', 1);
+// At least one kill a minute, and never fewer than three.
+const killsMin = args.values.kills === undefined ? Math.max(3, Math.floor(durationS / 60)) : args.int('kills');
 const started = Date.now();
 console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, at least ${killsMin} primary kills`);
 const report = await runChaos({ durationS, seed, agents, killsMin, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });

@@ -134,10 +134,13 @@ export const SERVER_ARGS = {
  * flags of the server's Node.js alone (the load generator runs without them), or
  * `--server-env UV_THREADPOOL_SIZE=n` the size of its libuv pool.
  */
-export function serverOptions(a: { main?: string; 'wal-dir'?: string; 'server-env'?: string[] }): ServerOptions {
+export function serverOptions(
+  a: { main?: string; 'wal-dir'?: string; 'server-env'?: string[] },
+  refuse: (why: string) => never = (why) => { throw new Error(why); },
+): ServerOptions {
   const env = Object.fromEntries((a['server-env'] ?? []).map((kv) => {
     const m = /^(APL_[A-Z0-9_]+|NODE_OPTIONS|UV_THREADPOOL_SIZE)=(.*)$/s.exec(kv);
-    if (!m) throw new Error(`--server-env ${kv}: expected APL_NAME=value, NODE_OPTIONS=flags or UV_THREADPOOL_SIZE=n`);
+    if (!m) refuse(`--server-env ${kv}: expected APL_NAME=value, NODE_OPTIONS=flags or UV_THREADPOOL_SIZE=n`);
     return [m[1]!, m[2]!];
   }));
   return { env, ...(a.main === undefined ? {} : { mainJs: a.main }), ...(a['wal-dir'] === undefined ? {} : { walDir: a['wal-dir'] }) };
