@@ -86,3 +86,14 @@ t.test('objects of few keys and of many are sorted alike', async (t) => {
     t.doesNotThrow(() => fc.assert(fc.property(fc.dictionary(key, fc.integer(), { minKeys, maxKeys }), (o) => canonicalJson(o) === reference(o)), { numRuns: 500 }), `${minKeys} to ${maxKeys} keys`);
   }
 });
+
+t.test('names past the member caches\' bound are encoded alike', async (t) => {
+  // The opening text of a member is cached for the first few thousand names; a name
+  // first seen after that is built each time, and a name both first and later in an
+  // object has two cached forms.
+  const many = Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`name_${i}`, i]));
+  t.equal(canonicalJson(many), reference(many));
+  t.equal(canonicalJson(many), reference(many), 'again, from the caches');
+  const fresh = { zz_fresh: 1, aa_fresh: { zz_fresh: 'a"b', aa_fresh: [] } };
+  t.equal(canonicalJson(fresh), '{"aa_fresh":{"aa_fresh":[],"zz_fresh":"a\\"b"},"zz_fresh":1}');
+});
