@@ -30,23 +30,26 @@
  * build, the Raft log on another filesystem, the server's configuration.
  *
  * With --profile the server runs under
- * --cpu-prof and the top costs are printed, with the share of the JSON parser.
+ * --cpu-prof and the top costs are printed, with the share of the JSON parser. With
+ * --alloc-profile it runs with V8's sampling heap profiler over the matrix's levels
+ * (support/alloc-sampler.ts), and where it allocated is printed: what the collector has
+ * to clear, which a CPU profile shows only as the collector's own time.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
 import { runLoad, runOpenLoop, type LoadStats, type OpenLoopStats } from './support/load.js';
 import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
-import { printSummary, summarize } from './support/profile.js';
+import { printAllocations, printSummary, summarizeAllocations, summarize } from './support/profile.js';
 import { ScriptArgs } from '../support/args.js';
 import { SERVER_ARGS, countsSince, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const USAGE = `npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
-                         [--runtime /path/to/node] [--profile] [--out bench-results] [--label name] [--json out.json]
+                         [--runtime /path/to/node] [--profile] [--alloc-profile] [--out bench-results] [--label name] [--json out.json]
                          [--no-half-peak | --half-peak-rps N]
                          [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
                          [--server-env APL_NAME=value ...]`;
@@ -56,6 +59,7 @@ const args = new ScriptArgs(USAGE, {
   parties: { type: 'string', default: '64' },
   runtime: { type: 'string' },
   profile: { type: 'boolean', default: false },
+  'alloc-profile': { type: 'boolean', default: false },
   out: { type: 'string', default: 'bench-results' },
   label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
   json: { type: 'string' },
@@ -78,7 +82,14 @@ type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest:
 const runtime = a.runtime ?? process.execPath;
 const version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
-const server = await startBenchServer({ ...serverOpts, execPath: runtime, ...(profileDir === undefined ? {} : { cpuProfDir: profileDir }) });
+const allocDir = a['alloc-profile'] ? mkdtempSync(join(tmpdir(), 'apl-alloc-')) : undefined;
+const server = await startBenchServer({
+  ...serverOpts,
+  execPath: runtime,
+  ...(profileDir === undefined ? {} : { cpuProfDir: profileDir }),
+  ...(allocDir === undefined ? {} : { allocProfDir: allocDir }),
+});
+let allocations: { file: string; requests: number } | null = null;
 const rows: Row[] = [];
 const lines: string[] = [];
 const print = (line: string) => {
@@ -100,6 +111,7 @@ try {
   print('');
   print('| in flight | intents/s | p50 | p99 | max (sent at) | read p99 | answers | server RSS | server CPU/request (main thread) | load generator CPU/request | intents/s ÷ the disk\'s synced writes/s |');
   print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
+  if (allocDir !== undefined) await server.toggleAllocSampling();
   for (const c of concurrencies) {
     const [cpuBefore, mainBefore, loadBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds(), process.cpuUsage()];
     const s = await load(c, seconds * 1000);
@@ -113,6 +125,7 @@ try {
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms (${s.maxAtSeconds.toFixed(1)} s) | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
+  if (allocDir !== undefined) allocations = { file: (await server.toggleAllocSampling())!, requests: rows.reduce((n, r) => n + r.requests, 0) };
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
     // A rate given holds the open loop's load still between runs whose peaks differ (an A/B of two builds).
@@ -146,6 +159,12 @@ try {
   }
 } finally {
   await server.stop();
+}
+if (allocations !== null) {
+  print('');
+  print(`allocation over the matrix (${allocations.requests.toLocaleString('en-US')} requests), V8's sampling heap profiler:`);
+  printAllocations(summarizeAllocations(allocations.file), allocations.requests, print);
+  rmSync(allocDir!, { recursive: true, force: true });
 }
 if (profileDir !== undefined) {
   printSummary(summarize(newestProfile(profileDir), {

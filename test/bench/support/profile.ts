@@ -3,6 +3,9 @@
  * is summed per function and per area (our packages, each dependency, Node's own
  * modules, the garbage collector); the inclusive time of chosen functions (the JSON
  * parser, say) is the time spent in them and everything they called.
+ *
+ * Also reading a sampling heap profile (support/alloc-sampler.ts): where the server
+ * allocated, per function and per area, in the same form.
  */
 import { readFileSync } from 'node:fs';
 
@@ -101,5 +104,53 @@ export function printSummary(s: Summary, print: (line: string) => void = console
   print('  by area (self time):');
   for (const a of s.areas.slice(0, 12)) print(`    ${pct(a.share).padStart(7)}  ${a.area}`);
   print('  top functions (self time):');
+  for (const f of s.top) print(`    ${pct(f.share).padStart(7)}  ${f.name}`);
+}
+
+interface HeapProfileNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: HeapProfileNode[];
+}
+
+export interface AllocationSummary {
+  /** bytes allocated while sampling (V8 scales its samples to an estimate of the whole). */
+  bytes: number;
+  top: { name: string; area: string; bytes: number; share: number }[];
+  areas: { area: string; bytes: number; share: number }[];
+}
+
+export function summarizeAllocations(file: string, topN = 15): AllocationSummary {
+  const root = (JSON.parse(readFileSync(file, 'utf8')) as { head: HeapProfileNode }).head;
+  const perFn = new Map<string, { area: string; bytes: number }>();
+  const perArea = new Map<string, number>();
+  let bytes = 0;
+  const stack = [root];
+  while (stack.length > 0) {
+    const n = stack.pop()!;
+    stack.push(...n.children);
+    if (n.selfSize === 0) continue;
+    const { functionName: fn, url, lineNumber } = n.callFrame;
+    const area = areaOf(url, fn);
+    const name = `${fn || '(anonymous)'} ${url.split('/').slice(-2).join('/')}:${lineNumber + 1}`;
+    const f = perFn.get(name) ?? { area, bytes: 0 };
+    f.bytes += n.selfSize;
+    perFn.set(name, f);
+    perArea.set(area, (perArea.get(area) ?? 0) + n.selfSize);
+    bytes += n.selfSize;
+  }
+  return {
+    bytes,
+    top: [...perFn].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, topN).map(([name, f]) => ({ name, area: f.area, bytes: f.bytes, share: f.bytes / bytes })),
+    areas: [...perArea].sort((a, b) => b[1] - a[1]).map(([area, b]) => ({ area, bytes: b, share: b / bytes })),
+  };
+}
+
+export function printAllocations(s: AllocationSummary, requests: number, print: (line: string) => void = console.log): void {
+  const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
+  print(`allocated ${(s.bytes / 2 ** 20).toFixed(0)} MB while sampled, about ${(s.bytes / requests / 1024).toFixed(0)} KB per request`);
+  print('  by area (allocated in the function itself):');
+  for (const a of s.areas.slice(0, 12)) print(`    ${pct(a.share).padStart(7)}  ${a.area}`);
+  print('  top functions:');
   for (const f of s.top) print(`    ${pct(f.share).padStart(7)}  ${f.name}`);
 }

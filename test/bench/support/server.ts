@@ -30,6 +30,11 @@ export interface BenchServer {
    * of the Raft log it has made, in all and above 25, 100 and 250 ms; the event loop's delay.
    */
   gauges(): Promise<Gauges>;
+  /**
+   * starts the allocation sampler (a server started with allocProfDir), or stops it and
+   * resolves with the profile it wrote.
+   */
+  toggleAllocSampling(): Promise<string | null>;
   /** stops the server gracefully (a CPU profile is written then) and removes its data unless kept. */
   stop(opts?: { keepData?: boolean }): Promise<void>;
 }
@@ -102,6 +107,8 @@ export interface ServerOptions {
   mainJs?: string;
   /** write a CPU profile into this directory when the server stops. */
   cpuProfDir?: string;
+  /** load the allocation sampler (alloc-sampler.ts), which writes its profile into this directory. */
+  allocProfDir?: string;
   /** an existing data directory (a restart); default: a fresh one. */
   dataDir?: string;
   env?: Record<string, string>;
@@ -152,15 +159,27 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     mkdirSync(o.walDir, { recursive: true });
     symlinkSync(o.walDir, join(dataDir, 'wal'));
   }
-  const nodeArgs = o.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`];
-  const proc = await spawnNode(nodeEnv(dataDir, { ...SERVER_DEFAULTS, ...o.env }), {
+  const nodeArgs = [
+    ...(o.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`]),
+    ...(o.allocProfDir === undefined ? [] : [`--import=${new URL('./alloc-sampler.js', import.meta.url).href}`]),
+  ];
+  const env = { ...SERVER_DEFAULTS, ...o.env, ...(o.allocProfDir === undefined ? {} : { BENCH_ALLOC_DIR: o.allocProfDir }) };
+  const proc = await spawnNode(nodeEnv(dataDir, env), {
     ...(o.execPath === undefined ? {} : { execPath: o.execPath }),
     ...(o.mainJs === undefined ? {} : { mainJs: o.mainJs }),
     nodeArgs,
     startTimeoutMs: o.startTimeoutMs ?? 60_000,
+  }).catch((err: unknown) => {
+    // A server that did not start leaves no data directory behind.
+    if (o.dataDir === undefined) {
+      rmSync(dataDir, { recursive: true, force: true });
+      if (o.walDir !== undefined) rmSync(o.walDir, { recursive: true, force: true });
+    }
+    throw err;
   });
   const ca = testCerts().ca;
   const client = new Client(proc.adminUrl, ca);
+  const sampler = { sampling: false };
   const admin: AdminCall = async (who, path, body) => {
     const r = await client.request('POST', path, { body, token: TOKENS[who] });
     return { status: r.status, text: r.text };
@@ -174,6 +193,18 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     gauges: async () => {
       const r = await client.request('GET', '/metrics', { token: TOKENS.operator });
       return parseGauges(r.text);
+    },
+    toggleAllocSampling: async () => {
+      if (o.allocProfDir === undefined) throw new Error('the server was started without allocProfDir');
+      const file = join(o.allocProfDir, `alloc-${proc.pid}.heapprofile`);
+      const sampling = sampler.sampling = !sampler.sampling;
+      process.kill(proc.pid, 'SIGUSR2');
+      if (sampling) return null;
+      for (let waited = 0; !existsSync(file); waited += 100) {
+        if (waited > 30_000) throw new Error(`the allocation sampler wrote no profile into ${o.allocProfDir}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return file;
     },
     stop: async (s = {}) => {
       client.close();

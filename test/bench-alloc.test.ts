@@ -1,0 +1,26 @@
+// `npm run bench -- intents --alloc-profile`, run briefly as a user runs it: the server
+// samples its allocations over the matrix's level, and the benchmark prints where they
+// came from, leaving no profile and no data behind.
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO } from './support/process.js';
+
+t.setTimeout(180_000);
+
+t.test('--alloc-profile prints the allocation by area and by function', async (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'apl-bench-out-'));
+  t.teardown(() => rmSync(out, { recursive: true, force: true }));
+  const before = new Set(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-alloc-')));
+  const r = spawnSync(process.execPath, [join(REPO, 'test/dist/bench/intents.bench.js'), '--concurrency', '4', '--seconds', '2', '--no-half-peak', '--alloc-profile', '--out', out, '--label', 't'], { encoding: 'utf8', timeout: 150_000 });
+  t.equal(r.status, 0, r.stderr);
+  const m = /allocated (\d+) MB while sampled, about (\d+) KB per request/.exec(r.stdout);
+  t.ok(m, 'the total and the share of a request');
+  t.ok(Number(m?.[2]) > 0, `${m?.[2]} KB per request`);
+  t.match(r.stdout, /by area \(allocated in the function itself\):\n {4} +\d+\.\d %  \S/);
+  t.match(r.stdout, /top functions:\n {4} +\d+\.\d %  \S/);
+  t.match(r.stdout, /@apl\/core/, 'the core is among the areas');
+  t.same(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-alloc-') && !before.has(f)), [], 'the profile is removed');
+});
