@@ -30,7 +30,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { decodeOperation, encodeOperation, type Applied, type Operation } from '@apl/core';
+import { decodeOperationText, encodeOperation, operationText, type Applied, type Operation } from '@apl/core';
 import {
   checkStart, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom, splitMessages, WalLogStore,
   type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type LogStore, type Message, type NodeId, type Ready, type Status,
@@ -320,9 +320,9 @@ export class Replica {
       return Promise.reject(new ApiError('gateway_error', 'Too many proposals are waiting for their commit; nothing was recorded. Resubmit.'));
     }
     const bytes = encodeOperation(op);
-    const back = decodeOperation(bytes);
+    const text = operationText(bytes);
+    const back = decodeOperationText(text);
     if (!back.ok) return Promise.reject(new UnreadableOperation(back.issues));
-    const text = utf8(bytes);
     if (this.isLeader()) return this.proposeHere(bytes, back.value, text);
     return this.proposeThroughPrimary(bytes, back.value, text);
   }
@@ -335,7 +335,8 @@ export class Replica {
   appendForwarded(bytes: Uint8Array): { index: number; term: number } {
     const refusal = this.refusal();
     if (refusal) throw refusal;
-    const back = decodeOperation(bytes);
+    const text = operationText(bytes);
+    const back = decodeOperationText(text);
     if (!back.ok) throw new UnreadableOperation(back.issues);
     const r = this.raft.propose([bytes]);
     if (!r.ok) {
@@ -343,7 +344,7 @@ export class Replica {
       throw new ApiError('gateway_error', `The operation could not be proposed (${r.code}); nothing was recorded. Resubmit.`);
     }
     if (this.forwarded.size < this.opts.proposalsInFlightMax) {
-      this.forwarded.set(r.firstIndex, { term: r.term, op: back.value, text: utf8(bytes) });
+      this.forwarded.set(r.firstIndex, { term: r.term, op: back.value, text });
     }
     this.kick();
     return { index: r.firstIndex, term: r.term };
@@ -707,12 +708,13 @@ export class Replica {
     const w = this.waiters.get(e.index);
     if (w?.term === e.term) return { op: w.op, text: w.text };
     if (f?.term === e.term) return { op: f.op, text: f.text };
-    const d = decodeOperation(e.data);
+    const text = operationText(e.data);
+    const d = decodeOperationText(text);
     if (!d.ok) {
       this.opts.log.error({ event: 'entry_unreadable', index: e.index, issues: d.issues }, 'log entry is not an operation; it has no effect');
       return null;
     }
-    return { op: d.value, text: utf8(e.data) };
+    return { op: d.value, text };
   }
 
   /**
@@ -920,9 +922,4 @@ function outcomeLabel(a: Applied): string {
   if (!a.result.ok) return a.result.error.error;
   const v = a.result.value as { kind?: string; outcome?: { verdict: string } };
   return v.kind === 'replayed' ? 'replayed' : (v.outcome?.verdict ?? 'unknown');
-}
-
-/** The text of an operation's bytes, read in place (no copy). */
-function utf8(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
 }
