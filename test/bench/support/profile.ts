@@ -42,6 +42,11 @@ export function areaOf(url: string, fn: string): string {
   return url;
 }
 
+/** A frame as the summaries name it: the function, and its file's last two path parts with the line. */
+function frameName(cf: { functionName: string; url: string; lineNumber: number }): string {
+  return `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}`;
+}
+
 export function summarize(file: string, inclusive: Record<string, (fn: string, url: string) => boolean> = {}, topN = 15): Summary {
   const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
@@ -55,9 +60,8 @@ export function summarize(file: string, inclusive: Record<string, (fn: string, u
     const n = byId.get(id)!;
     if (isIdle(n)) continue;
     busyMs += ms;
-    const { functionName: fn, url, lineNumber } = n.callFrame;
-    const area = areaOf(url, fn);
-    const name = `${fn || '(anonymous)'} ${url.split('/').slice(-2).join('/')}:${lineNumber + 1}`;
+    const area = areaOf(n.callFrame.url, n.callFrame.functionName);
+    const name = frameName(n.callFrame);
     const f = perFn.get(name) ?? { area, ms: 0 };
     f.ms += ms;
     perFn.set(name, f);
@@ -130,9 +134,8 @@ export function summarizeAllocations(file: string, topN = 15): AllocationSummary
     const n = stack.pop()!;
     stack.push(...n.children);
     if (n.selfSize === 0) continue;
-    const { functionName: fn, url, lineNumber } = n.callFrame;
-    const area = areaOf(url, fn);
-    const name = `${fn || '(anonymous)'} ${url.split('/').slice(-2).join('/')}:${lineNumber + 1}`;
+    const area = areaOf(n.callFrame.url, n.callFrame.functionName);
+    const name = frameName(n.callFrame);
     const f = perFn.get(name) ?? { area, bytes: 0 };
     f.bytes += n.selfSize;
     perFn.set(name, f);

@@ -179,7 +179,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
   });
   const ca = testCerts().ca;
   const client = new Client(proc.adminUrl, ca);
-  const sampler = { sampling: false };
+  let allocSampling = false;
   const admin: AdminCall = async (who, path, body) => {
     const r = await client.request('POST', path, { body, token: TOKENS[who] });
     return { status: r.status, text: r.text };
@@ -197,9 +197,9 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     toggleAllocSampling: async () => {
       if (o.allocProfDir === undefined) throw new Error('the server was started without allocProfDir');
       const file = join(o.allocProfDir, `alloc-${proc.pid}.heapprofile`);
-      const sampling = sampler.sampling = !sampler.sampling;
+      allocSampling = !allocSampling;
       process.kill(proc.pid, 'SIGUSR2');
-      if (sampling) return null;
+      if (allocSampling) return null;
       for (let waited = 0; !existsSync(file); waited += 100) {
         if (waited > 30_000) throw new Error(`the allocation sampler wrote no profile into ${o.allocProfDir}`);
         await new Promise((r) => setTimeout(r, 100));
