@@ -69,6 +69,10 @@ export class Client {
     const payload = opts.raw ?? (opts.body === undefined ? undefined : stringifyJson(opts.body));
     const headers: Record<string, string> = { ...(payload === undefined ? {} : { 'content-type': 'application/json' }), ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+    return this.send(method, path, headers, payload, false);
+  }
+
+  private send(method: string, path: string, headers: Record<string, string>, payload: string | Buffer | undefined, retried: boolean): Promise<Response> {
     return new Promise((resolve, reject) => {
       const req = request(`${this.base}${path}`, { method, agent: this.agent, headers }, (res) => {
         const chunks: Buffer[] = [];
@@ -80,7 +84,14 @@ export class Client {
           resolve({ status: res.statusCode!, headers: res.headers, text, body });
         });
       });
-      req.on('error', reject);
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        // As the SDK does (packages/client, transport.ts): a kept-alive connection the
+        // server closed while idle fails the first write on it; the request never
+        // reached the server, so it is sent again, once. (Seen once in the crash test,
+        // a socket hang-up on a read after its long checks between two requests.)
+        if (!retried && req.reusedSocket && err.code === 'ECONNRESET') this.send(method, path, headers, payload, true).then(resolve, reject);
+        else reject(err);
+      });
       if (payload !== undefined) req.write(payload);
       req.end();
     });
