@@ -6,6 +6,7 @@
 // field, never an exception inside the state machine.
 import t from 'tap';
 import { createHash } from 'node:crypto';
+import fc from 'fast-check';
 import { parseJson } from '../json.js';
 import { AUTHOR, Harness } from '../testing.js';
 import { bundleHash, compareBytes, compileBundle, type CompiledBundle } from './bundle.js';
@@ -66,6 +67,28 @@ t.test('rules compile in winning order: priority, then more conditions, then sma
   t.same(c.rules.map((r) => r.id), ['R-first', 'R-no', 'R-more', 'R-Z', 'R-a']);
   t.ok(compareBytes('R-Z', 'R-a') < 0, 'Z (0x5A) sorts before a (0x61) by bytes');
   t.ok(compareBytes('é', 'z') > 0, 'and by UTF-8 bytes, not by a locale');
+});
+
+t.test('compareBytes answers as Buffer.compare of the UTF-8 bytes for any UTF-16 text, lone surrogates included', async (t) => {
+  const bytes = (a: string, b: string) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  t.equal(compareBytes('\uffff', '\u{10000}'), -1, 'U+FFFF (EF BF BF) sorts before U+10000 (F0 90 80 80), though its code unit is above the pair\'s');
+  t.equal(compareBytes('\ud800', '\ufffd'), 0, 'a lone surrogate is encoded as U+FFFD, as before');
+  t.equal(compareBytes('ab', 'abc'), -1);
+  t.equal(compareBytes('', ''), 0);
+  // Code units from every range that orders differently: ASCII, two- and three-byte
+  // characters, both halves of a surrogate pair, and the characters above them.
+  const unit = fc.oneof(
+    fc.constantFrom('a', 'b', 'Z', '-', 'é', 'ÿ', '\u07ff', '\u0800', '\ud7ff'),
+    fc.integer({ min: 0xd800, max: 0xdfff }).map((u) => String.fromCharCode(u)),
+    fc.integer({ min: 0xe000, max: 0xffff }).map((u) => String.fromCharCode(u)),
+    fc.constantFrom('\u{1f600}', '\u{10000}', '\u{10ffff}'),
+  );
+  const text = fc.string({ unit, maxLength: 6 });
+  fc.assert(fc.property(text, text, text, (prefix, a, b) => {
+    const x = prefix + a;
+    const y = prefix + b;
+    return compareBytes(x, y) === bytes(x, y) && compareBytes(y, x) === bytes(y, x) && compareBytes(x, x) === 0;
+  }), { numRuns: 20_000 });
 });
 
 t.test('integers may be written as JSON integers or strings of digits, up to 128 bits', async (t) => {

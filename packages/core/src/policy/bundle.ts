@@ -326,9 +326,23 @@ export function compareRules(a: CompiledRule, b: CompiledRule): number {
   return compareBytes(a.id, b.id);
 }
 
-/** Compares strings by their UTF-8 bytes, the order that does not depend on a locale. */
+/**
+ * Compares strings by their UTF-8 bytes, the order that does not depend on a locale;
+ * -1, 0 or 1, as Buffer.compare answers. Sorting calls it often (a party's obligations
+ * on every intent), so it reads code units in place: a UTF-16 code unit that is not a
+ * surrogate is its code point, and code points order as their UTF-8 bytes do. At a
+ * surrogate, whole or half of a pair, it encodes both strings and compares the bytes,
+ * which keeps the answer for a lone one (encoded as U+FFFD) exactly as it was.
+ */
 export function compareBytes(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  const n = a.length < b.length ? a.length : b.length;
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if ((x >= 0xd800 && x <= 0xdfff) || (y >= 0xd800 && y <= 0xdfff)) return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return a.length === b.length ? 0 : a.length < b.length ? -1 : 1;
 }
 
 function orderRules(rules: CompiledRule[]): CompiledRule[] {
