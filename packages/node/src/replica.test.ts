@@ -43,7 +43,12 @@ interface Member {
 }
 
 /** Three replicas in this process, joined by a transport that loses what `down` and `noSnapshots` say. */
-async function openMembers(t: Test, clusterId: string) {
+/**
+ * Three members over an in-memory transport. With `forwardAnswersLate`, a follower's
+ * proposal is forwarded to the primary, and the primary's answer reaches the follower
+ * only once it has applied the entry itself.
+ */
+async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean } = {}) {
   const ids = ['n1', 'n2', 'n3'];
   const members = new Map<NodeId, Member>();
   /** messages to or from these members are lost. */
@@ -92,6 +97,13 @@ async function openMembers(t: Test, clusterId: string) {
       snapshotIntervalEntries: 20, snapshotCatchupEntries: 5,
       cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
       transport, log: createLogger('info', id, sink), metrics: new Metrics(), wrapDb: wrap,
+      ...(opts.forwardAnswersLate ? {
+        forward: async (leader: NodeId, bytes: Uint8Array) => {
+          const at = members.get(leader)!.replica.appendForwarded(bytes);
+          while (members.get(id)!.replica.store.position.applied < at.index) await new Promise((r) => setTimeout(r, 5));
+          return at;
+        },
+      } : {}),
     });
     members.set(id, { id, replica, dir, events, gate });
   }
@@ -162,6 +174,23 @@ t.test('a compaction whose store sync ends after a member began installing is he
   await entries(110);
   await until('a compaction after the hold', () => compactions().length >= 2);
   t.ok(compactions().at(-1)! > first, `compacted to ${compactions().at(-1)} after the hold`);
+});
+
+t.test('a forward answered after the follower applied its entry is answered from the result it kept; a primary keeps none', async (t) => {
+  const { all, until } = await openMembers(t, 'late-forward-test', { forwardAnswersLate: true });
+  const party = (id: string): Operation => ({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id });
+  // The results a member keeps for forwards (private): those applied while it waited on one.
+  const kept = (m: Member) => [...(m.replica as unknown as { recent: Map<number, { applied: unknown }> }).recent.values()].filter((r) => r.applied !== null).length;
+  await until('a primary', () => all.some((m) => m.replica.isLeader()));
+  const primary = all.find((m) => m.replica.isLeader())!;
+  const follower = all.find((m) => m !== primary)!;
+
+  const answers = await Promise.all([0, 1, 2, 3, 4].map((k) => follower.replica.propose(party(`late-${k}`))));
+  t.same(answers.map((a) => a.result.ok), [true, true, true, true, true], 'each forwarded proposal is answered with its own result');
+  t.equal(new Set(answers.map((a) => a.index)).size, 5, 'at five indexes');
+  t.ok(kept(follower) >= 5, `the follower kept the results applied while it waited (${kept(follower)})`);
+  await primary.replica.propose(party('local'));
+  t.equal(kept(primary), 0, 'the primary, which forwards nothing, keeps no result past its answer');
 });
 
 t.test('operations forwarded to the primary apply as their bytes say, also where a new primary replaced them', async (t) => {

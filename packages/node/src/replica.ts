@@ -161,8 +161,16 @@ export class Replica {
    * At most proposalsInFlightMax; an entry replaced by a new primary is told apart by its term.
    */
   private readonly forwarded = new Map<number, { term: number; op: Operation; text: string }>();
-  /** recent results by index, oldest first: [index, term, result]; at most RECENT_RESULTS_MAX. */
+  /**
+   * recent results by index, oldest first: [index, term, result]; at most RECENT_RESULTS_MAX.
+   * The result is kept only for an entry applied while this member waits on a forward
+   * (null otherwise): a forwarded entry lands above everything applied when it was
+   * sent, so no later answer can name an entry applied before. A primary or a
+   * standalone node, which forwards nothing, then holds no result past its answer.
+   */
   private readonly recent = new Map<number, { term: number; applied: Applied | null }>();
+  /** the forwards this member is waiting on the primary's answer to. */
+  private forwarding = 0;
   /** a received store waiting for Raft to accept the snapshot it belongs to. */
   private received: { name: string; index: number } | null = null;
   /** the term the waiters were registered in; a new term rejects the older ones. */
@@ -369,7 +377,14 @@ export class Replica {
   private async proposeThroughPrimary(bytes: Uint8Array, op: Operation, text: string): Promise<Applied> {
     const leader = this.raft.status().leader;
     if (leader === null || !this.opts.forward) throw new NotLeaderError(leader);
-    const at = await this.opts.forward(leader, bytes, this.opts.commitTimeoutMs);
+    // Counted until the answer is read against `recent` below: an entry applied before then is remembered with its result.
+    this.forwarding++;
+    let at: { index: number; term: number };
+    try {
+      at = await this.opts.forward(leader, bytes, this.opts.commitTimeoutMs);
+    } finally {
+      this.forwarding--;
+    }
     const known = this.recent.get(at.index);
     if (known) {
       if (known.term === at.term && known.applied) return known.applied;
@@ -690,7 +705,7 @@ export class Replica {
   }
 
   private remember(e: Entry, applied: Applied | null): void {
-    this.recent.set(e.index, { term: e.term, applied });
+    this.recent.set(e.index, { term: e.term, applied: this.forwarding > 0 ? applied : null });
     if (this.recent.size > RECENT_RESULTS_MAX) this.recent.delete(this.recent.keys().next().value!);
   }
 
