@@ -46,6 +46,7 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/bench/growth.bench.js', ['--bogus'], "Unknown option '--bogus'"],
     ['test/dist/bench/cluster.bench.js', ['--to', 'nowhere'], '--to nowhere: expected all or primary'],
     ['test/dist/bench/cluster.bench.js', ['--kills=-1'], '--kills -1: expected a whole number of at least 0'],
+    ['test/dist/bench/cluster.bench.js', ['--main', '/nonexistent/main.js'], '--main /nonexistent/main.js: no such file'],
     ['test/dist/bench/disk.bench.js', ['--table-mib', '0'], '--table-mib 0: expected a whole number of at least 1'],
     ['test/dist/bench/raft.bench.js', ['--seconds', '5'], "Unknown option '--seconds'"],
     ['test/dist/chaos/main.js', ['--agents', 'many'], '--agents many: expected a whole number of at least 1'],

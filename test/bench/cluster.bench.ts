@@ -15,11 +15,13 @@
  *
  * --to primary sends every request to the primary (as a client that follows the
  * primary would), so that the followers' figures are what replicating costs them.
+ * --main runs every member from another build's main.js (a checkout beside this one),
+ * to set two builds side by side on the same machine.
  * --profile runs every member under `node --cpu-prof`, stops them gracefully after the
  * load, and prints where each one's JavaScript thread spent its time; no failover is
  * timed then (`--kills` is ignored).
  */
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -33,7 +35,8 @@ import { SERVER_DEFAULTS, cpuSeconds, parseGauges, residentBytes } from './suppo
 import { Mix, bootstrapWorkload, type Fixtures } from './support/workload.js';
 
 const USAGE = `npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5]
-                         [--to all|primary] [--profile] [--json out.json]`;
+                         [--to all|primary] [--profile] [--json out.json]
+                         [--main /other/checkout/packages/node/dist/main.js]`;
 const args = new ScriptArgs(USAGE, {
   concurrency: { type: 'string', default: '1,16,64,256' },
   seconds: { type: 'string', default: '15' },
@@ -42,6 +45,7 @@ const args = new ScriptArgs(USAGE, {
   json: { type: 'string' },
   to: { type: 'string', default: 'all' },
   profile: { type: 'boolean', default: false },
+  main: { type: 'string' },
 });
 const a = args.values;
 const concurrencies = args.ints('concurrency');
@@ -49,11 +53,12 @@ const seconds = args.int('seconds', 1);
 const parties = args.int('parties', 1);
 const kills = args.int('kills');
 if (a.to !== 'all' && a.to !== 'primary') args.refuse(`--to ${a.to}: expected all or primary`);
+if (a.main !== undefined && !existsSync(a.main)) args.refuse(`--main ${a.main}: no such file`);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
 const profileEnv = profileDir === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` };
-const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000', ...profileEnv } });
+const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000', ...profileEnv }, ...(a.main === undefined ? {} : { mainJs: a.main }) });
 /** cpuMsPerRequest: each replica's CPU time (all its threads) per request answered, in the order of the members. */
 const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; loadCpuMsPerRequest: number; syncsPerIntent: number[] })[] = [];
 const failovers: number[] = [];

@@ -95,6 +95,8 @@ interface StartOptions {
   clusterId?: string;
   /** the address member `from` reaches member `to` at (a proxy, to partition them); default its peer listener. */
   peerAddr?: (from: string, to: Member) => string | Promise<string>;
+  /** the members' main.js (default: this checkout's), to run another build. */
+  mainJs?: string;
 }
 
 async function startClusterOnce(opts: StartOptions): Promise<Cluster> {
@@ -142,7 +144,7 @@ async function startClusterOnce(opts: StartOptions): Promise<Cluster> {
   };
   const start = async (id: string, extra: Record<string, string> = {}) => {
     const join: Record<string, string> = spares.includes(id) ? { APL_CLUSTER_STATE: 'join' } : {};
-    const p = await spawnNode(envOf(member(id), { ...join, ...extra }), { startTimeoutMs: 30_000 });
+    const p = await spawnNode(envOf(member(id), { ...join, ...extra }), { startTimeoutMs: 30_000, ...(opts.mainJs === undefined ? {} : { mainJs: opts.mainJs }) });
     processes.set(id, p);
     return p;
   };
