@@ -42,11 +42,11 @@ interface Member {
   gate: { held: boolean; waiting: (() => void)[]; reached: number };
 }
 
-/** Three replicas in this process, joined by a transport that loses what `down` and `noSnapshots` say. */
 /**
- * Three members over an in-memory transport. With `forwardAnswersLate`, a follower's
- * proposal is forwarded to the primary, and the primary's answer reaches the follower
- * only once it has applied the entry itself.
+ * Three replicas in this process, joined by a transport that loses what `down` and
+ * `noSnapshots` say. With `forwardAnswersLate`, a follower's proposal is forwarded to
+ * the primary, and the primary's answer reaches the follower only once the follower
+ * has applied the entry itself (or after 5 s, as a refusal).
  */
 async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean } = {}) {
   const ids = ['n1', 'n2', 'n3'];
@@ -100,7 +100,11 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
       ...(opts.forwardAnswersLate ? {
         forward: async (leader: NodeId, bytes: Uint8Array) => {
           const at = members.get(leader)!.replica.appendForwarded(bytes);
-          while (members.get(id)!.replica.store.position.applied < at.index) await new Promise((r) => setTimeout(r, 5));
+          const deadline = Date.now() + 5_000;
+          while (members.get(id)!.replica.store.position.applied < at.index) {
+            if (Date.now() > deadline) throw new Error(`${id} did not apply ${at.index} in 5 s`);
+            await new Promise((r) => setTimeout(r, 5));
+          }
           return at;
         },
       } : {}),
