@@ -106,11 +106,6 @@ export function encodeOperation(op: Operation): Uint8Array {
   return Buffer.from(canonicalJson(op), 'utf8');
 }
 
-/** Reads an operation back from log bytes, validating it. */
-export function decodeOperation(bytes: Uint8Array): Parsed<Operation> {
-  return decodeOperationText(operationText(bytes));
-}
-
 /** The text of an operation's log bytes, read in place (no copy). */
 export function operationText(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
@@ -118,7 +113,8 @@ export function operationText(bytes: Uint8Array): string {
 
 /**
  * Reads an operation back from the text of its log bytes (`operationText`), validating
- * it: for a caller that keeps the text as well, so that the bytes are read once.
+ * it. Callers keep the text as well (for the hash chain and the journal), so the bytes
+ * are read once.
  */
 export function decodeOperationText(text: string): Parsed<Operation> {
   let value: unknown;
