@@ -90,3 +90,29 @@ t.test('long digit runs inside strings and fractions stay what they are', async 
   t.equal(parseJson('1e400'), Infinity, 'a literal beyond any double is left to the caller, which refuses it by name');
   t.same(parseJson('[1234567890123456789012, 12345678901234567890.5]'), [1234567890123456789012n, 12345678901234567890.5]);
 });
+
+t.test('a repeated key is refused in an object of any size, written plainly or with escapes, beside nested objects', async (t) => {
+  // Small objects compare keys in place and large ones (or any with an escaped key) use
+  // a set: the answer is the same either way, and a nested object's keys never count.
+  const key = fc.array(fc.constantFrom('a', 'b', 'é', '"', '\\', '\u0001'), { minLength: 0, maxLength: 3 }).map((cs) => cs.join(''));
+  const escaped = (k: string) => `"${[...k].map((ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`).join('')}"`;
+  type Member = { key: string; escape: boolean; nested: Member[] | null };
+  const member = (nested: fc.Arbitrary<Member[] | null>): fc.Arbitrary<Member> => fc.record({ key, escape: fc.boolean(), nested });
+  const inner = fc.array(member(fc.constant(null)), { maxLength: 24 });
+  const outer = fc.array(member(fc.option(inner, { freq: 3 })), { maxLength: 40 });
+  const write = (o: Member[]): string => `{${o.map((m) => `${m.escape ? escaped(m.key) : JSON.stringify(m.key)}:${m.nested === null ? '1' : write(m.nested)}`).join(',')}}`;
+  const repeats = (o: Member[]): boolean => new Set(o.map((m) => m.key)).size !== o.length || o.some((m) => m.nested !== null && repeats(m.nested));
+  t.doesNotThrow(() => fc.assert(fc.property(outer, fc.boolean(), (o, inArray) => {
+    const text = inArray ? `[${write(o)},{"a":1}]` : write(o);
+    let refused = false;
+    try {
+      parseJson(text);
+    } catch (err) {
+      if (!(err instanceof JsonSyntaxError)) throw err;
+      refused = true;
+    }
+    if (refused !== repeats(o)) throw new Error(`${text}: refused ${refused}`);
+  }), { numRuns: 3000 }));
+  t.throws(() => parseJson(`{${Array.from({ length: 40 }, (_, k) => `"k${k}":1`).join(',')},"k7":2}`), { name: 'JsonSyntaxError', message: /duplicate key "k7" at position/ }, 'past the keys compared in place');
+  t.throws(() => parseJson('{"ab":1,"b":2,"\\u0061b":3}'), { name: 'JsonSyntaxError', message: /duplicate key "ab"/ }, 'an escaped key after plain ones');
+});

@@ -64,17 +64,33 @@ function parseSyntax(text: string, reviver?: (k: string, v: unknown) => unknown)
 }
 
 /**
+ * An object with at most this many keys, none written with an escape, is checked for
+ * duplicates by comparing the keys' text in place: no key is copied out of the text
+ * and no set is built, which made this scan cost more than the parse itself. A larger
+ * object, or one with an escaped key, is checked with a set of its decoded keys, so
+ * that many keys of one length cost a lookup each, not a comparison with every other.
+ */
+const KEYS_COMPARED_MAX = 16;
+
+/**
  * Refuses text whose arrays and objects nest deeper than JSON_DEPTH_MAX, or whose
  * objects repeat a key, in one pass and without recursion; returns whether a number
  * literal outside the strings has more than SAFE_DIGITS_MAX digits. Anything else
- * malformed is left to the parser. `keys[d]` holds the keys seen in the object open
- * at depth d (null for an array); `expectKey` is true where the next string is a key.
+ * malformed is left to the parser.
+ *
+ * `open[d]` is, for the object or array open at depth d, where its keys' spans begin
+ * in `spans` (an array: -1). `spans` holds `[start, end)` of each raw key of the open
+ * objects that compare in place, innermost last; `sets[d]` holds the decoded keys of
+ * an object checked with a set. `expectKey` is true where the next string is a key.
  */
 function checkStructure(text: string): boolean {
-  const keys: (Set<string> | null)[] = [];
+  const open: number[] = [];
+  const spans: number[] = [];
+  const sets: (Set<string> | undefined)[] = [];
   let expectKey = false;
   let digits = 0;
   let longNumbers = false;
+  let backslash = text.indexOf('\\');
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c >= 0x30 && c <= 0x39) {
@@ -83,37 +99,84 @@ function checkStructure(text: string): boolean {
     }
     digits = 0;
     if (c === 0x22) {
-      const end = stringEnd(text, i);
+      if (backslash >= 0 && backslash < i) backslash = text.indexOf('\\', i);
+      const end = stringEnd(text, i, backslash);
       if (expectKey) {
-        const seen = keys[keys.length - 1]!;
-        const key = keyOf(text, i, end);
-        if (seen.has(key)) throw new JsonSyntaxError(`duplicate key ${JSON.stringify(key)} at position ${i}`);
-        seen.add(key);
+        addKey(text, i, end, open[open.length - 1]!, spans, sets, open.length - 1);
         expectKey = false;
       }
-      i = end;
+      i = end < 0 ? -end : end;
     } else if (c === 0x7b || c === 0x5b) {
-      if (keys.length >= JSON_DEPTH_MAX) throw new JsonSyntaxError(`JSON nested deeper than ${JSON_DEPTH_MAX} levels at position ${i}`);
-      keys.push(c === 0x7b ? new Set() : null);
+      if (open.length >= JSON_DEPTH_MAX) throw new JsonSyntaxError(`JSON nested deeper than ${JSON_DEPTH_MAX} levels at position ${i}`);
+      open.push(c === 0x7b ? spans.length : -1);
       expectKey = c === 0x7b;
     } else if (c === 0x7d || c === 0x5d) {
-      keys.pop();
+      const base = open.pop();
+      if (base !== undefined && base >= 0) spans.length = base;
+      sets[open.length] = undefined;
       expectKey = false;
     } else if (c === 0x2c) {
-      expectKey = keys.length > 0 && keys[keys.length - 1] !== null;
+      expectKey = open.length > 0 && open[open.length - 1]! >= 0;
     }
   }
   return longNumbers;
 }
 
-/** The index of the quote that closes the string opening at `start` (or the text's end). */
-function stringEnd(text: string, start: number): number {
+/**
+ * Records the key whose string opens at `start` and closes at `end` (negative: it holds
+ * a backslash, and closes at -end) in the object open at `depth`, whose spans begin at
+ * `base`; throws if the object already has it.
+ */
+function addKey(text: string, start: number, end: number, base: number, spans: number[], sets: (Set<string> | undefined)[], depth: number): void {
+  let set = sets[depth];
+  if (set === undefined) {
+    if (end > 0 && spans.length - base < 2 * KEYS_COMPARED_MAX) {
+      const from = start + 1;
+      const length = end - from;
+      for (let s = base; s < spans.length; s += 2) {
+        if (spans[s + 1]! - spans[s]! === length && sameText(text, spans[s]!, from, length)) duplicate(text, start, end);
+      }
+      spans.push(from, end);
+      return;
+    }
+    set = new Set();
+    for (let s = base; s < spans.length; s += 2) set.add(text.slice(spans[s]!, spans[s + 1]!));
+    spans.length = base;
+    sets[depth] = set;
+  }
+  const key = keyOf(text, start, end < 0 ? -end : end);
+  if (set.has(key)) duplicate(text, start, end);
+  set.add(key);
+}
+
+function duplicate(text: string, start: number, end: number): never {
+  throw new JsonSyntaxError(`duplicate key ${JSON.stringify(keyOf(text, start, end < 0 ? -end : end))} at position ${start}`);
+}
+
+/** Whether the `length` characters of `text` at `a` and at `b` are the same. */
+function sameText(text: string, a: number, b: number, length: number): boolean {
+  for (let k = 0; k < length; k++) if (text.charCodeAt(a + k) !== text.charCodeAt(b + k)) return false;
+  return true;
+}
+
+/**
+ * The index of the quote that closes the string opening at `start` (or the text's
+ * end), negated when the string holds a backslash (an escape). `backslash` is the
+ * first backslash at or after `start` (-1: none), so that a string without one is
+ * found by `indexOf`, which V8 runs far faster than a loop over its characters.
+ */
+function stringEnd(text: string, start: number, backslash: number): number {
+  const quote = text.indexOf('"', start + 1);
+  if (quote >= 0 && (backslash < 0 || backslash > quote)) return quote;
+  let escaped = false;
   for (let i = start + 1; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (c === 0x5c) i++; // a backslash escapes the next character
-    else if (c === 0x22) return i;
+    if (c === 0x5c) {
+      i++; // a backslash escapes the next character
+      escaped = true;
+    } else if (c === 0x22) return escaped ? -i : i;
   }
-  return text.length;
+  return escaped ? -text.length : text.length;
 }
 
 /** A key as the parser will read it: escapes decoded, so "a" and "\u0061" are one key. */
