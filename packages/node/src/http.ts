@@ -11,8 +11,21 @@ import { ApiError } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
+/**
+ * Answers with a JSON body. The headers are written directly rather than through
+ * Express's `send`, which parses and formats the Content-Type twice and copies a body
+ * of 1,000 characters or more into a Buffer before writing it: every answer of the
+ * intent route is that long. There is no ETag (disabled on both planes), so no answer
+ * is ever a 304; a HEAD request gets the headers alone.
+ */
 export function sendJson(res: Response, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  res.status(status).set(headers).type('application/json; charset=utf-8').send(stringifyJson(body));
+  const text = stringifyJson(body);
+  res.statusCode = status;
+  for (const name in headers) res.setHeader(name, headers[name]!);
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text, 'utf8'));
+  if (res.req.method === 'HEAD') res.end();
+  else res.end(text, 'utf8');
 }
 
 /** Reads a JSON body losslessly (128-bit integers stay exact), refusing more than `limitBytes`. */
