@@ -14,6 +14,7 @@ const ABOUT = {
   disk: "the disk's synced writes, appended and over zeros, alone and beside a compaction-shaped writer",
   ledger: "the core's apply alone, then a node in this process (quick; not as users measure)",
   raft: 'the Raft core in a simulated three-node group, in memory',
+  reference: "the standalone target's reference on this machine: a PostgreSQL ledger's core under pgbench (needs PostgreSQL)",
 };
 const all = readdirSync(dir).filter((f) => f.endsWith('.bench.js')).sort();
 const [filter = '', ...args] = process.argv.slice(2);
@@ -22,7 +23,7 @@ if (filter === '--help' || filter === '-h' || filter === 'help') {
   console.log('       npm run bench -- <name> --help        the options of one\n');
   for (const f of all) {
     const name = f.replace(/\.bench\.js$/, '');
-    console.log(`  ${name.padEnd(8)} ${ABOUT[name] ?? ''}`);
+    console.log(`  ${name.padEnd(9)} ${ABOUT[name] ?? ''}`);
   }
   console.log('\nThe figures and how to read them: docs/BENCHMARKS.md');
   process.exit(0);
