@@ -14,6 +14,7 @@ const ABOUT = {
   disk: "the disk's synced writes, appended and over zeros, alone and beside a compaction-shaped writer",
   ledger: "the core's apply alone, then a node in this process (quick; not as users measure)",
   raft: 'the Raft core in a simulated three-node group, in memory',
+  frontend: "the agent plane's front end alone (TLS, HTTP, parse, schemas) beside the whole node: what a thread of its own could take",
   reference: "the standalone target's reference on this machine: a PostgreSQL ledger's core under pgbench (needs PostgreSQL)",
 };
 const all = readdirSync(dir).filter((f) => f.endsWith('.bench.js')).sort();

@@ -49,6 +49,7 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/bench/cluster.bench.js', ['--main', '/nonexistent/main.js'], '--main /nonexistent/main.js: no such file'],
     ['test/dist/bench/disk.bench.js', ['--table-mib', '0'], '--table-mib 0: expected a whole number of at least 1'],
     ['test/dist/bench/raft.bench.js', ['--seconds', '5'], "Unknown option '--seconds'"],
+    ['test/dist/bench/frontend.bench.js', ['--concurrency', '0'], '--concurrency 0: expected a whole number of at least 1'],
     ['test/dist/bench/reference.bench.js', ['--accounts', '1'], '--accounts 1: expected a whole number of at least 2'],
     ['test/dist/bench/reference.bench.js', ['--pg-bin', '/nonexistent'], '--pg-bin /nonexistent: no initdb there'],
     ['test/dist/chaos/main.js', ['--agents', 'many'], '--agents many: expected a whole number of at least 1'],

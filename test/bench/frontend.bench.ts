@@ -1,0 +1,139 @@
+/**
+ * What the agent plane's front end costs the node's JavaScript thread, set beside what
+ * the whole node costs it: how much a front end on a thread of its own (TLS, HTTP,
+ * Express, the body, its parse and its schema) could take off the thread that runs
+ * Raft and `apply`, at most.
+ *
+ *   npm run bench -- frontend [options]    (USAGE below; --help lists the options)
+ *
+ * First the node, started as `npm start` starts it, takes the realistic mix
+ * (support/workload.ts) at one level of requests in flight, closed loop, from this
+ * process; its CPU per request is read from /proc (all threads, and the JavaScript
+ * thread), and the first answer of each kind of request is kept. Then a process of the
+ * front end alone (support/frontend-server.ts: the node's own listener, Express setup,
+ * request lines, metrics, lossless parse, schemas and answer writing, with those answers
+ * in place of the ledger) takes the same mix at the same level, and is measured the
+ * same way. The figures are printed and written to `<out>/frontend-<label>.{md,json}`.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { ScriptArgs } from '../support/args.js';
+import { testCerts } from '../support/node.js';
+import { FRONTEND_KINDS, kindOfRequest, type FrontendKind } from './support/frontend-kinds.js';
+import { runLoad, type LoadStats } from './support/load.js';
+import { SERVER_ARGS, cpuSeconds, serverOptions, startBenchServer } from './support/server.js';
+import { Mix, bootstrapWorkload, type BenchRequest, type Fixtures } from './support/workload.js';
+
+const USAGE = `npm run bench -- frontend [--concurrency 64] [--seconds 15] [--parties 64]
+                         [--out bench-results] [--label name] [--json out.json]
+                         [--main /other/checkout/packages/node/dist/main.js] [--server-env APL_NAME=value ...]`;
+const args = new ScriptArgs(USAGE, {
+  concurrency: { type: 'string', default: '64' },
+  seconds: { type: 'string', default: '15' },
+  parties: { type: 'string', default: '64' },
+  out: { type: 'string', default: 'bench-results' },
+  label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
+  json: { type: 'string' },
+  ...SERVER_ARGS,
+});
+const a = args.values;
+const concurrency = args.int('concurrency', 1);
+const seconds = args.int('seconds', 1);
+const parties = args.int('parties', 1);
+const serverOpts = serverOptions(a, (why) => args.refuse(why));
+
+/** The mix, keeping the first answer 200 of each kind of request. */
+class SamplingMix extends Mix {
+  readonly answers = new Map<FrontendKind, string>();
+  override observe(req: BenchRequest, status: number, body: string): void {
+    super.observe(req, status, body);
+    const kind = kindOfRequest(req);
+    if (status === 200 && !this.answers.has(kind)) this.answers.set(kind, body);
+  }
+}
+
+interface Row extends LoadStats {
+  what: string;
+  cpuMsPerRequest: number;
+  mainCpuMsPerRequest: number;
+}
+
+/** Runs the mix against `url` and reads the CPU `pid` spent per request meanwhile. */
+async function measure(what: string, url: string, pid: number, mix: Mix): Promise<Row> {
+  const ca = testCerts().ca;
+  await runLoad({ urls: [url], ca, concurrency: 16, durationMs: 3000, mix }); // warm-up: JIT, connections
+  const [before, mainBefore] = [cpuSeconds(pid), cpuSeconds(pid, pid)];
+  const s = await runLoad({ urls: [url], ca, concurrency, durationMs: seconds * 1000, mix });
+  return { ...s, what, cpuMsPerRequest: ((cpuSeconds(pid) - before) * 1000) / s.requests, mainCpuMsPerRequest: ((cpuSeconds(pid, pid) - mainBefore) * 1000) / s.requests };
+}
+
+const runId = `f${Date.now().toString(36)}`;
+const rows: Row[] = [];
+let fixtures: Fixtures;
+let answers: Map<FrontendKind, string>;
+const node = await startBenchServer(serverOpts);
+try {
+  fixtures = await bootstrapWorkload(node.admin, parties, runId);
+  const mix = new SamplingMix(fixtures, runId);
+  rows.push(await measure('the node', node.proc.agentUrl, node.proc.pid, mix));
+  answers = mix.answers;
+} finally {
+  await node.stop();
+}
+const missing = FRONTEND_KINDS.filter((k) => !answers.has(k));
+if (missing.length > 0) throw new Error(`the node gave no answer 200 to a request of kind ${missing.join(', ')}: run longer (--seconds)`);
+
+const dir = mkdtempSync(join(tmpdir(), 'apl-frontend-'));
+const frontend = await startFrontend(dir, answers);
+try {
+  rows.push(await measure('the front end alone', frontend.url, frontend.pid, new Mix(fixtures, runId)));
+} finally {
+  frontend.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+const [whole, front] = rows as [Row, Row];
+const lines = [
+  `Node.js ${process.version}; ${fixtures.agents.length} agents; ${concurrency} in flight; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`,
+  '',
+  '| | requests/s | p50 | p99 | max | CPU/request, all threads | CPU/request, JavaScript thread |',
+  '|---|---:|---:|---:|---:|---:|---:|',
+  ...rows.map((r) => `| ${r.what} | ${Math.round(r.requests / r.seconds).toLocaleString('en-US')} | ${r.p50.toFixed(1)} ms | ${r.p99.toFixed(1)} ms | ${r.max.toFixed(0)} ms | ${r.cpuMsPerRequest.toFixed(3)} ms | ${r.mainCpuMsPerRequest.toFixed(3)} ms |`),
+  '',
+  `The front end alone costs its JavaScript thread ${(100 * front.mainCpuMsPerRequest / whole.mainCpuMsPerRequest).toFixed(0)} % of what a request costs the node's: at most that could move to a thread of its own.`,
+];
+for (const line of lines) console.log(line);
+const out = resolve(a.out);
+mkdirSync(out, { recursive: true });
+const report = { runtime: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, concurrency, seconds, rows, share: front.mainCpuMsPerRequest / whole.mainCpuMsPerRequest };
+writeFileSync(join(out, `frontend-${a.label}.json`), `${JSON.stringify(report, null, 2)}\n`);
+writeFileSync(join(out, `frontend-${a.label}.md`), `${lines.join('\n')}\n`);
+console.log(`\nwritten: ${join(out, `frontend-${a.label}`)}.{md,json}`);
+if (a.json) writeFileSync(a.json, `${JSON.stringify(report, null, 2)}\n`);
+
+/** Starts the front-end process with the node's answers; its request lines are read here, as the node's are. */
+async function startFrontend(workDir: string, given: Map<FrontendKind, string>): Promise<{ url: string; pid: number; stop(): void }> {
+  const file = join(workDir, 'answers.json');
+  writeFileSync(file, JSON.stringify(Object.fromEntries(given)));
+  const certs = testCerts();
+  const child = spawn(process.execPath, ['--v8-pool-size=0', new URL('./support/frontend-server.js', import.meta.url).pathname, file, certs.cert, certs.key], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const stop = () => {
+    if (child.exitCode === null) child.kill('SIGTERM');
+  };
+  const port = await new Promise<number>((resolvePort, reject) => {
+    const timer = setTimeout(() => reject(new Error('the front end did not start in 15 s')), 15_000);
+    child.once('exit', (code) => reject(new Error(`the front end exited before it started (${code})`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (!line.includes('"frontend_started"')) return;
+      clearTimeout(timer);
+      resolvePort((JSON.parse(line) as { port: number }).port);
+    });
+  }).catch((err: unknown) => {
+    stop();
+    throw err;
+  });
+  return { url: `https://127.0.0.1:${port}`, pid: child.pid!, stop };
+}
