@@ -81,7 +81,7 @@ export function adminApp(o: AdminOptions): express.Express {
   const hashes = o.principals.map((p) => ({ p, digest: Buffer.from(p.token_sha256, 'hex') }));
 
   app.get('/metrics', async (_req, res) => {
-    res.status(200).type(o.metrics.registry.contentType).send(await o.metrics.registry.metrics());
+    res.status(200).type(o.metrics.contentType).send(await o.metrics.exposition());
   });
   app.get('/admin/openapi.json', (_req, res) => {
     res.status(200).type('application/json; charset=utf-8').send(o.openapi);

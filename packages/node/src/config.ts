@@ -56,6 +56,12 @@ export const ConfigSchema = z.strictObject({
   cluster_state: z.enum(['new', 'existing', 'join']).default('new'),
   /** forward_writes: a follower forwards writes to the primary; false answers 421 not_primary. */
   forward_writes: z.boolean().default(true),
+  /**
+   * agent_plane_thread: the agent plane's TLS, HTTP and parsing run on a thread of their
+   * own, so that the thread that runs Raft and `apply` does not (agent-thread.ts); false
+   * runs them on that thread (members that share a machine's cores may want this).
+   */
+  agent_plane_thread: z.boolean().default(true),
   /** PEM files; null means the development files under `<data_dir>/certs`. */
   tls: z.strictObject({
     ca: z.string().nullable().default(null),

@@ -1,33 +1,34 @@
 /**
- * The agent plane (HTTPS): one writing route and the party-scoped reads.
+ * The agent plane's answers that need the node's state: the one writing route and the
+ * party-scoped reads. What needs no state (TLS, HTTP, the body and its parse, the
+ * schemas of the envelope, the path and the query, the Authorization header's form,
+ * the request line) is the front end's (agent-front.ts), which hands each request here
+ * as a call and writes the answer it gets back. The front end runs on a thread of its
+ * own (agent-thread.ts) or, with `agent_plane_thread: false`, on this one.
  *
- * POST /api/v1/intents does everything that is not deterministic before proposing:
- * schema and agent URI, the attestation against the wall clock, the binding, the
- * capability, the idempotent replay (of a record the cache holds) and the policy pin
- * against local state, and the hash of the justification (the text itself is never
- * stored). The operation then carries only verified facts; the commit point judges it
- * again against the state at its place in the log.
+ * An intent does everything that is not deterministic before proposing: the agent URI,
+ * the attestation against the wall clock, the binding, the capability, the idempotent
+ * replay (of a record the cache holds) and the policy pin against local state, and the
+ * hash of the justification (the text itself is never stored). The operation then
+ * carries only verified facts; the commit point judges it again against the state at
+ * its place in the log.
  *
  * Reads are scoped to the attested party: another party's transaction, account or
  * usage balance answers exactly what a missing one answers.
  */
-import express, { type Request, type Response } from 'express';
 import {
-  AGENT_URI, AccountId, TransactionId, UsageId, accountView, grantingCapability, obligationView, outcomeView, outcomeWithHash, parseWith,
-  pinFailure, policyView, sha256Hex, transactionView, usageReport,
+  AGENT_URI, accountView, grantingCapability, obligationView, outcomeView, outcomeWithHash,
+  pinFailure, policyView, sha256Hex, stringifyJson, transactionView, usageReport,
   type Applied, type IntentResult, type Operation,
 } from '@apl/core';
-import { z } from 'zod';
 import type { Attested, Attestor } from './attest.js';
 import { ApiError } from './errors.js';
-import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
 import type { Logger } from './log.js';
-import type { Metrics } from './metrics.js';
-import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
+import { PAGE_LIMIT_DEFAULT, type ObligationFilter, type Queries } from './queries.js';
 import type { RateLimiter } from './rate-limit.js';
-import { intentEnvelope, PageQuery, type IntentEnvelope } from './wire.js';
+import type { IntentEnvelope } from './wire.js';
 
-/** What the gateway needs from the node it runs on. */
+/** What the plane needs from the node it runs on. */
 export interface GatewayNode {
   /** Reads of the replica's applied state. */
   queries: Queries;
@@ -45,106 +46,103 @@ export interface GatewayOptions {
   attestor: Attestor;
   /** rateLimit holds each attested agent to its share of the intent route. */
   rateLimit: RateLimiter;
-  bodyBytesMax: number;
-  entriesPerIntentMax: number;
-  openapi: string;
   log: Logger;
-  metrics: Metrics;
 }
 
-// Path parameters, held to the same field schemas as the log's records.
-const TransactionParam = z.strictObject({ txn_id: TransactionId });
-const AccountParam = z.strictObject({ id: AccountId });
-const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
-const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text'], { error: 'must be json or text' }).optional() });
-const ObligationsQuery = ReadQuery.extend({
-  state: z.enum(['owed', 'open', 'breached', 'discharged', 'all'], { error: 'must be owed, open, breached, discharged or all' }).optional(),
-  ...PageQuery.shape,
-});
-
-export function agentApp(o: GatewayOptions): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-  app.use(observe('agent', o.log, o.metrics));
-  const envelope = intentEnvelope(o.entriesPerIntentMax);
-
-  app.get('/healthz', (_req, res) => sendJson(res, 200, { status: 'ok' }));
-  app.get('/readyz', (_req, res) => {
-    const h = o.node.health();
-    sendJson(res, h.ready ? 200 : 503, { status: h.ready ? 'ready' : 'not ready', ...h.detail });
-  });
-  app.get('/api/openapi.json', (_req, res) => {
-    res.status(200).type('application/json; charset=utf-8').send(o.openapi);
-  });
-
-  app.post('/api/v1/intents', ...jsonBody(o.bodyBytesMax), async (req, res) => {
-    if (req.body === undefined) throw new ApiError('malformed_request', 'The intent envelope is required.', { issues: [{ path: '', message: 'is required' }] });
-    // An agent out of tokens is refused before its envelope is validated and its
-    // attestation verified, so that a flood costs the node little; nothing is taken
-    // here, so naming another agent cannot spend its tokens (see submitIntent).
-    const claimed = req.body !== null && typeof req.body === 'object' ? (req.body as { agent?: unknown }).agent : undefined;
-    if (typeof claimed === 'string') await refuseRate(o.rateLimit, claimed, o.rateLimit.wait(claimed), res);
-    const env = parseRequest(envelope, req.body, 'intent envelope');
-    res.locals.transaction = env.transaction;
-    await submitIntent(o, env, res);
-  });
-
-  app.get('/api/v1/transactions/:txn_id', async (req, res) => {
-    const { txn_id: id } = parseRequest(TransactionParam, req.params, 'transaction id');
-    const { party } = await reader(o, req, res, ReadQuery);
-    // Transaction ids are scoped per party: the key holds the caller's party.
-    const r = await o.node.queries.transaction(party, id);
-    if (!r) throw new ApiError('unknown_transaction', `No transaction ${id} is visible to this agent.`);
-    sendJson(res, 200, transactionView(r));
-  });
-
-  app.get('/api/v1/accounts/:id/balance', async (req, res) => {
-    const { id } = parseRequest(AccountParam, req.params, 'account id');
-    const { party } = await reader(o, req, res, ReadQuery);
-    const a = await o.node.queries.account(id);
-    if (!a || a.party !== party) throw new ApiError('unknown_account', `No account ${id} is visible to this agent.`);
-    sendJson(res, 200, accountView(a));
-  });
-
-  app.get('/api/v1/obligations', async (req, res) => {
-    const { party, query } = await reader(o, req, res, ObligationsQuery);
-    const page = await o.node.queries.obligations(party, query.state ?? 'owed', { after: query.after, limit: query.limit ?? PAGE_LIMIT_DEFAULT });
-    sendJson(res, 200, { party, tick: await o.node.queries.tick(), obligations: page.items.map(obligationView), next: page.next });
-  });
-
-  app.get('/api/v1/policies/active', async (req, res) => {
-    await reader(o, req, res, ReadQuery);
-    const active = await o.node.queries.activePolicyId();
-    const p = active === null ? undefined : await o.node.queries.policy(active);
-    if (!p) throw new ApiError('unknown_policy', 'No policy is in force.');
-    sendJson(res, 200, policyView(p));
-  });
-
-  app.get('/api/v1/usages/:id', async (req, res) => {
-    const id = req.params.id!;
-    if (!parseWith(UsageId, id).ok) throw new ApiError('invalid_usage_id', `${JSON.stringify(id)} is not a usage-balance id (usage_<id>).`);
-    const { party, query } = await reader(o, req, res, UsageQuery);
-    const u = await o.node.queries.usage(id);
-    // One answer for a balance of another party, a balance with no owner and one never opened.
-    if (!u || u.owner === null || u.owner !== party) throw new ApiError('unknown_usage', `No usage balance ${id} is visible to this agent.`);
-    const report = usageReport(u);
-    if (query.format === 'text') res.status(200).type('text/plain; charset=utf-8').send(report.text);
-    else sendJson(res, 200, report);
-  });
-
-  app.use(notFound);
-  app.use(errorHandler(o.log));
-  return app;
+/**
+ * An answer for the front end to write: the status, the body's text (JSON unless
+ * `type` says otherwise) and headers; `error` names the error code for the request
+ * line; `holdMs` asks the front end to hold the answer that long, or until the client
+ * goes (a rate refusal, see refuseRate).
+ */
+export interface Answer {
+  status: number;
+  text: string;
+  type?: string;
+  headers?: Record<string, string>;
+  error?: string;
+  holdMs?: number;
 }
 
-async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Response): Promise<void> {
+/**
+ * An intent as the front end read it: `claimed` is the body's `agent` when it is a
+ * string (checked against the rate limit before anything else); then either the
+ * envelope its schema gave, or what the schema found wrong.
+ */
+export type IntentCall =
+  | { claimed: string | null; envelope: IntentEnvelope }
+  | { claimed: string | null; issues: { path: string; message: string }[] };
+
+/** The read consistency the query asked for (the front end checked its schema). */
+export interface ReadQuery {
+  consistency?: 'linearizable' | 'local' | undefined;
+}
+
+/**
+ * A party-scoped read as the front end read it: the route, its checked parameters and
+ * query, and the attestation of `Authorization: Bearer <attestation>`.
+ */
+export type ReadCall = { token: string; query: ReadQuery } & (
+  | { route: 'transaction'; id: string }
+  | { route: 'balance'; id: string }
+  | { route: 'obligations'; query: { state?: ObligationFilter | undefined; after?: string | undefined; limit?: number | undefined } }
+  | { route: 'policy' }
+  | { route: 'usage'; id: string; query: { format?: 'json' | 'text' | undefined } }
+);
+
+/** The state side of the agent plane: what the front end calls, on this thread or from its own. */
+export interface AgentBackend {
+  intent(call: IntentCall): Promise<Answer>;
+  read(call: ReadCall): Promise<Answer>;
+  /** `healthz` (the node's thread answers) or `readyz` (and whether it serves). */
+  health(which: 'healthz' | 'readyz'): Promise<Answer>;
+}
+
+export function agentBackend(o: GatewayOptions): AgentBackend {
+  return {
+    intent: (call) => answering('POST /api/v1/intents', o.log, (headers) => intent(o, call, headers)),
+    read: (call) => answering(`GET ${call.route}`, o.log, (headers) => read(o, call, headers)),
+    health: async (which) => {
+      if (which === 'healthz') return json(200, { status: 'ok' });
+      const h = o.node.health();
+      return json(h.ready ? 200 : 503, { status: h.ready ? 'ready' : 'not ready', ...h.detail });
+    },
+  };
+}
+
+/** Runs a handler; what it throws becomes the answer, with the headers set before it threw. */
+async function answering(what: string, log: Logger, handler: (headers: Record<string, string>) => Promise<Answer>): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  try {
+    return await handler(headers);
+  } catch (err) {
+    const e = err instanceof ApiError ? err : unexpected(what, err, log);
+    return { status: e.status, text: stringifyJson(e.body), headers, error: e.body.error, ...(err instanceof HeldRefusal ? { holdMs: err.holdMs } : {}) };
+  }
+}
+
+function unexpected(what: string, err: unknown, log: Logger): ApiError {
+  log.error({ event: 'internal_error', request: what, err: (err as Error)?.stack ?? String(err) }, 'unexpected error');
+  return new ApiError('internal_error', 'The server could not complete the request.');
+}
+
+function json(status: number, body: unknown, headers?: Record<string, string>): Answer {
+  return { status, text: stringifyJson(body), ...(headers ? { headers } : {}) };
+}
+
+async function intent(o: GatewayOptions, call: IntentCall, headers: Record<string, string>): Promise<Answer> {
+  // An agent out of tokens is refused before its envelope is looked at and its
+  // attestation verified, so that a flood costs the node little; nothing is taken
+  // here, so naming another agent cannot spend its tokens (see precheckOnce).
+  if (call.claimed !== null) refuseRate(o.rateLimit, call.claimed, o.rateLimit.wait(call.claimed), headers);
+  if ('issues' in call) throw new ApiError('malformed_request', 'The intent envelope is not valid.', { issues: call.issues });
+  const env = call.envelope;
   if (!AGENT_URI.test(env.agent)) {
     throw new ApiError('invalid_agent_uri', `${JSON.stringify(env.agent)} is not an agent URI (agent://<authority>/agent/<agent_id>).`);
   }
   if (env.attestation === undefined || env.attestation === '') throw new ApiError('unknown_agent', 'No attestation was presented.');
-  const checked = await precheck(o, env, res);
-  if (checked === null) return;
+  const checked = await precheck(o, env, headers);
+  if ('answer' in checked) return checked.answer;
   const { attested, party } = checked;
 
   const op: Operation = {
@@ -167,22 +165,24 @@ async function submitIntent(o: GatewayOptions, env: IntentEnvelope, res: Respons
       capabilities: attested.capabilities,
     },
   };
-  await answerIntent(res, await o.node.submit(op), o.node.queries, party);
+  return answerIntent(await o.node.submit(op), o.node.queries, party);
 }
+
+type Checked = { attested: Attested; party: string } | { answer: Answer };
 
 /**
  * The checks against local state before proposing. A follower's state may lag the
  * primary's (a binding or a policy made a moment ago), so a follower that would refuse
  * catches up first (a read barrier) and checks again: a refusal is never an artefact
- * of lag. Answers null when a replay was answered.
+ * of lag. Gives the answer instead when a replay was answered.
  */
-async function precheck(o: GatewayOptions, env: IntentEnvelope, res: Response): Promise<{ attested: Attested; party: string } | null> {
+async function precheck(o: GatewayOptions, env: IntentEnvelope, headers: Record<string, string>): Promise<Checked> {
   try {
-    return await precheckOnce(o, env, res, true);
+    return await precheckOnce(o, env, headers, true);
   } catch (err) {
     if (!(err instanceof ApiError) || o.node.isPrimary() || !LAG_SENSITIVE.has(err.body.error)) throw err;
     await o.node.readBarrier();
-    return precheckOnce(o, env, res, false);
+    return precheckOnce(o, env, headers, false);
   }
 }
 
@@ -190,10 +190,10 @@ async function precheck(o: GatewayOptions, env: IntentEnvelope, res: Response): 
 const LAG_SENSITIVE = new Set(['attestation', 'unknown_agent', 'stale_policy', 'no_active_policy']);
 
 /** `first`: the agent's rate is charged on the first pass only, not on the check after a barrier. */
-async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, res: Response, first: boolean): Promise<{ attested: Attested; party: string } | null> {
+async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, headers: Record<string, string>, first: boolean): Promise<Checked> {
   const attested = await attest(o, env.attestation!);
   if (attested.subject !== env.agent) throw new ApiError('attestation', 'The attestation was rejected: its subject is not this agent.');
-  if (first) await limitRate(o.rateLimit, env.agent, res);
+  if (first) refuseRate(o.rateLimit, env.agent, o.rateLimit.take(env.agent), headers);
   const q = o.node.queries;
   const party = await q.agentParty(env.agent);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${env.agent} is not bound to a party.`);
@@ -205,52 +205,33 @@ async function precheckOnce(o: GatewayOptions, env: IntentEnvelope, res: Respons
   // at once, and where the pin fails the store is read, since a replay wins over a
   // stale pin. A new transaction id costs no disk read that would find nothing.
   const cached = q.cachedTransaction(party, env.transaction);
-  if (cached) {
-    sendJson(res, 200, outcomeView(cached), { 'Idempotent-Replayed': 'true' });
-    return null;
-  }
+  if (cached) return { answer: json(200, outcomeView(cached), { 'Idempotent-Replayed': 'true' }) };
   const active = await q.activePolicyId();
   if (pinFailure(env.policy, active) !== null) {
     const recorded = await q.transaction(party, env.transaction);
-    if (recorded) {
-      sendJson(res, 200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' });
-      return null;
-    }
+    if (recorded) return { answer: json(200, outcomeView(recorded), { 'Idempotent-Replayed': 'true' }) };
     checkPin(env.policy, active);
   }
   return { attested, party };
 }
 
-/** Takes a token of the attested agent's bucket, or throws 429 `rate_limited` with `Retry-After`. */
-async function limitRate(limiter: RateLimiter, agent: string, res: Response): Promise<void> {
-  await refuseRate(limiter, agent, limiter.take(agent), res);
+/** A rate refusal, answered only after the front end has held it for `holdMs`. */
+class HeldRefusal extends ApiError {
+  constructor(message: string, readonly holdMs: number) {
+    super('rate_limited', message);
+  }
 }
 
 /**
- * Throws 429 `rate_limited` with `Retry-After` when the agent must wait, after holding
- * the refusal for `refusalDelayMs` (at most the wait): a flood that ignores Retry-After
- * then costs the node a refusal per connection per delay, not all its time.
+ * Throws 429 `rate_limited` with `Retry-After` when the agent must wait, to be held for
+ * `refusalDelayMs` (at most the wait) before it is answered: a flood that ignores
+ * Retry-After then costs the node a refusal per connection per delay, not all its time.
  */
-async function refuseRate(limiter: RateLimiter, agent: string, wait: number, res: Response): Promise<void> {
+function refuseRate(limiter: RateLimiter, agent: string, wait: number, headers: Record<string, string>): void {
   if (wait === 0) return;
-  res.setHeader('Retry-After', String(wait));
+  headers['Retry-After'] = String(wait);
   const { ratePerSecond, burst, refusalDelayMs } = limiter.o;
-  await hold(res, Math.min(refusalDelayMs, wait * 1000));
-  throw new ApiError('rate_limited', `The agent ${agent} is sending intents faster than this node accepts from one agent (${ratePerSecond} a second, bursts of ${burst}); nothing was recorded. Retry after ${wait} s.`);
-}
-
-/** Resolves after `ms`, or as soon as the client has gone. */
-function hold(res: Response, ms: number): Promise<void> {
-  if (ms <= 0) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      res.off('close', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    res.on('close', done);
-  });
+  throw new HeldRefusal(`The agent ${agent} is sending intents faster than this node accepts from one agent (${ratePerSecond} a second, bursts of ${burst}); nothing was recorded. Retry after ${wait} s.`, Math.min(refusalDelayMs, wait * 1000));
 }
 
 /** Verifies an attestation, or throws 403 `attestation`. */
@@ -276,30 +257,62 @@ function checkPin(pinned: string, active: string | null): void {
  * Answers a judged intent: the recorded outcome with its entry hash, as the result
  * gives it; or, for a replay, the outcome recorded earlier, read back.
  */
-async function answerIntent(res: Response, applied: Applied, q: Queries, party: string): Promise<void> {
+async function answerIntent(applied: Applied, q: Queries, party: string): Promise<Answer> {
   if (!applied.result.ok) throw ApiError.from(applied.result.error);
   const v = applied.result.value as IntentResult;
-  if (v.kind === 'recorded') return sendJson(res, 200, outcomeWithHash(v.outcome, applied.entry_hash!));
+  if (v.kind === 'recorded') return json(200, outcomeWithHash(v.outcome, applied.entry_hash!));
   const record = await q.transaction(party, v.transaction);
   if (!record) throw new ApiError('commit_unavailable', 'The replayed transaction could not be read back; read it with GET /api/v1/transactions.');
-  sendJson(res, 200, outcomeView(record), { 'Idempotent-Replayed': 'true' });
+  return json(200, outcomeView(record), { 'Idempotent-Replayed': 'true' });
+}
+
+async function read(o: GatewayOptions, call: ReadCall, headers: Record<string, string>): Promise<Answer> {
+  const party = await reader(o, call, headers);
+  const q = o.node.queries;
+  switch (call.route) {
+    case 'transaction': {
+      // Transaction ids are scoped per party: the key holds the caller's party.
+      const r = await q.transaction(party, call.id);
+      if (!r) throw new ApiError('unknown_transaction', `No transaction ${call.id} is visible to this agent.`);
+      return json(200, transactionView(r), headers);
+    }
+    case 'balance': {
+      const a = await q.account(call.id);
+      if (!a || a.party !== party) throw new ApiError('unknown_account', `No account ${call.id} is visible to this agent.`);
+      return json(200, accountView(a), headers);
+    }
+    case 'obligations': {
+      const page = await q.obligations(party, call.query.state ?? 'owed', { after: call.query.after, limit: call.query.limit ?? PAGE_LIMIT_DEFAULT });
+      return json(200, { party, tick: await q.tick(), obligations: page.items.map(obligationView), next: page.next }, headers);
+    }
+    case 'policy': {
+      const active = await q.activePolicyId();
+      const p = active === null ? undefined : await q.policy(active);
+      if (!p) throw new ApiError('unknown_policy', 'No policy is in force.');
+      return json(200, policyView(p), headers);
+    }
+    case 'usage': {
+      const u = await q.usage(call.id);
+      // One answer for a balance of another party, a balance with no owner and one never opened.
+      if (!u || u.owner === null || u.owner !== party) throw new ApiError('unknown_usage', `No usage balance ${call.id} is visible to this agent.`);
+      const report = usageReport(u);
+      if (call.query.format === 'text') return { status: 200, text: report.text, type: 'text/plain; charset=utf-8', headers };
+      return json(200, report, headers);
+    }
+  }
 }
 
 /**
- * Authenticates a party-scoped read and makes local state current: the attestation
- * comes as `Authorization: Bearer <token>`, and the agent is the token's `sub`. The
- * binding is looked up after the read barrier, so a binding made just before is seen.
+ * Authenticates a party-scoped read and makes local state current: the agent is the
+ * attestation's `sub`. The binding is looked up after the read barrier, so a binding
+ * made just before is seen. Answers the attested agent's party.
  */
-async function reader<S extends z.ZodType>(o: GatewayOptions, req: Request, res: Response, schema: S): Promise<{ party: string; query: z.output<S> }> {
-  const query = parseRequest(schema, { ...(req.query as Record<string, unknown>) }, 'query');
-  const header = req.headers.authorization;
-  const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!m) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
-  const local = (query as { consistency?: string }).consistency === 'local';
+async function reader(o: GatewayOptions, call: ReadCall, headers: Record<string, string>): Promise<string> {
+  const local = call.query.consistency === 'local';
   if (!local) await o.node.readBarrier();
-  const attested = await attest(o, m[1]!);
-  res.set('Consistency', local ? 'local' : 'linearizable');
+  const attested = await attest(o, call.token);
+  headers.Consistency = local ? 'local' : 'linearizable';
   const party = await o.node.queries.agentParty(attested.subject);
   if (party === undefined) throw new ApiError('unknown_agent', `The agent ${attested.subject} is not bound to a party.`);
-  return { party, query };
+  return party;
 }

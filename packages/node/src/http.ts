@@ -11,6 +11,9 @@ import { ApiError } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 
+/** The metrics each request is counted in (a node's, or its agent-plane thread's own). */
+export type HttpMetrics = Pick<Metrics, 'httpRequests' | 'httpDuration'>;
+
 /**
  * Answers with a JSON body. The headers are written directly rather than through
  * Express's `send`, which parses and formats the Content-Type twice and copies a body
@@ -18,11 +21,15 @@ import type { Metrics } from './metrics.js';
  * intent route is that long. There is no ETag (disabled on both planes), so no answer
  * is ever a 304; a HEAD request gets the headers alone.
  */
-export function sendJson(res: Response, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = stringifyJson(body);
+export function sendJson(res: Response, status: number, body: unknown, headers?: Record<string, string>): void {
+  sendText(res, status, stringifyJson(body), 'application/json; charset=utf-8', headers);
+}
+
+/** Answers with a body already serialized, of the given Content-Type (see sendJson). */
+export function sendText(res: Response, status: number, text: string, type: string, headers?: Record<string, string>): void {
   res.statusCode = status;
-  for (const name in headers) res.setHeader(name, headers[name]!);
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name]!);
+  res.setHeader('Content-Type', type);
   res.setHeader('Content-Length', Buffer.byteLength(text, 'utf8'));
   if (res.req.method === 'HEAD') res.end();
   else res.end(text, 'utf8');
@@ -96,7 +103,7 @@ export function parseRequest<S extends z.ZodType>(schema: S, value: unknown, wha
 }
 
 /** Logs and counts every request once it is answered. */
-export function observe(plane: 'agent' | 'admin', log: Logger, metrics: Metrics): RequestHandler {
+export function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): RequestHandler {
   return (req, res, next) => {
     const start = process.hrtime.bigint();
     res.on('finish', () => {

@@ -7,6 +7,7 @@
  * open at once (Node.js closes one beyond it as soon as it is accepted).
  */
 import { createServer, type Server, type ServerOptions } from 'node:https';
+import type { Socket } from 'node:net';
 import type { Config } from './config.js';
 
 /** How often Node.js checks open requests against the timeouts, at most; at least 4 checks per headers timeout. */
@@ -23,4 +24,54 @@ export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
   });
   server.maxConnections = h.connections_max;
   return server;
+}
+
+/**
+ * A request Node's HTTP parser refuses (a bad request line, headers too large) never
+ * reaches Express; it is answered here with the same `{error, message}` body.
+ */
+function answerParseErrors(server: Server): void {
+  // A response to HEAD has no body, so the answer needs the refused request's method.
+  // The chunk that failed may be the middle of a long request line, so each socket
+  // remembers how the request it is reading began: the first bytes after the previous
+  // response finished (clients do not pipeline; one that does gets a body it ignores).
+  const starts = new WeakMap<Socket, string | null>();
+  server.on('secureConnection', (socket: Socket) => {
+    starts.set(socket, null);
+    socket.on('data', (chunk: Buffer) => {
+      if (starts.get(socket) === null) starts.set(socket, chunk.subarray(0, 5).toString('latin1'));
+    });
+  });
+  // A response may finish before its request's body is all in (an early refusal): the
+  // rest of the body arrives after, so the next request begins only once both are done.
+  server.on('request', (req, res) => {
+    const reset = () => starts.set(req.socket, null);
+    res.once('finish', reset);
+    req.once('end', reset);
+  });
+  server.on('clientError', (err: Error & { rawPacket?: Buffer }, socket) => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    // A request not all in by http.headers_timeout_ms or http.request_timeout_ms (listener.ts).
+    const late = (err as { code?: string }).code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    const body = JSON.stringify(late
+      ? { error: 'request_timeout', message: 'The request was not all received in time; the connection is closed.' }
+      : { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
+    const head = (starts.get(socket as Socket) ?? err.rawPacket?.subarray(0, 5).toString('latin1')) === 'HEAD ';
+    socket.end(`HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
+  });
+}
+
+/** Binds a listener (refusing unparsable requests with `{error, message}`); resolves once it listens. */
+export function listen(server: Server, port: number, host: string): Promise<Server> {
+  answerParseErrors(server);
+  return new Promise((resolvePromise, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolvePromise(server);
+    });
+  });
 }

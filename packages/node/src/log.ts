@@ -29,6 +29,15 @@ export function createLogger(level: string, node: string, destination?: pino.Des
   );
 }
 
+/**
+ * Writes lines formatted elsewhere (the agent plane's thread) to the logger's own
+ * destination, so that every line of the node has one writer and stays whole.
+ */
+export function lineWriter(log: Logger): (lines: string) => void {
+  const destination = (log as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!;
+  return (lines) => destination.write(lines);
+}
+
 /** Keys never logged at the top of a line's object. */
 const SECRET_KEYS = new Set(['attestation', 'token', 'authorization', 'justification']);
 /** Keys never logged one level down (a request's headers, an envelope). */

@@ -1,20 +1,42 @@
 /**
  * Prometheus metrics (served at GET /metrics on the admin plane). One registry per
  * node, so that tests running several nodes in one process do not mix them.
+ *
+ * The agent plane's requests are counted on its own thread (agent-thread.ts), in a
+ * registry of the two HTTP metrics only; the exposition adds that thread's counts to
+ * the node's own (the admin plane's requests) by label, as prom-client's cluster
+ * aggregation does.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+
+/** The two metrics of every HTTP request, registered on `registry`. */
+export function httpMetrics(registry: Registry) {
+  return {
+    httpRequests: new Counter({
+      name: 'apl_http_requests_total', help: 'HTTP requests answered, by plane, route and status.',
+      labelNames: ['plane', 'route', 'status'] as const, registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'apl_http_request_duration_seconds', help: 'Time to answer an HTTP request.',
+      labelNames: ['plane', 'route'] as const, buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+  };
+}
+
+/** A registry's metrics as `getMetricsAsJSON` gives them (what crosses between threads). */
+export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
 export class Metrics {
+  /** Every metric of the node but the two HTTP metrics. */
   readonly registry = new Registry();
-  readonly httpRequests = new Counter({
-    name: 'apl_http_requests_total', help: 'HTTP requests answered, by plane, route and status.',
-    labelNames: ['plane', 'route', 'status'] as const, registers: [this.registry],
-  });
-  readonly httpDuration = new Histogram({
-    name: 'apl_http_request_duration_seconds', help: 'Time to answer an HTTP request.',
-    labelNames: ['plane', 'route'] as const, buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    registers: [this.registry],
-  });
+  /** The HTTP metrics of the requests this thread answers. */
+  private readonly http = new Registry();
+  private readonly httpOwn = httpMetrics(this.http);
+  readonly httpRequests = this.httpOwn.httpRequests;
+  readonly httpDuration = this.httpOwn.httpDuration;
+  /** Other threads' HTTP metrics, added in the exposition. */
+  private httpElsewhere: (() => Promise<MetricsJson>) | null = null;
   readonly intents = new Counter({
     name: 'apl_intents_total', help: 'Intents judged at the commit point, by verdict or error code.',
     labelNames: ['outcome'] as const, registers: [this.registry],
@@ -66,5 +88,22 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Adds another thread's HTTP metrics to the exposition (the agent plane's thread). */
+  countHttpElsewhere(read: () => Promise<MetricsJson>): void {
+    this.httpElsewhere = read;
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The Prometheus text of every metric, the HTTP ones summed over the threads that count them. */
+  async exposition(): Promise<string> {
+    const http = this.httpElsewhere === null
+      ? this.http
+      : AggregatorRegistry.aggregate([await this.http.getMetricsAsJSON(), await this.httpElsewhere()]);
+    return Registry.merge([this.registry, http as Registry]).metrics();
   }
 }

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Applied, Operation } from '@apl/core';
@@ -16,9 +16,11 @@ import { type Config, tlsFiles } from './config.js';
 import { ApiError, type ErrorCode } from './errors.js';
 import { Feeds } from './feed.js';
 import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
-import { agentApp } from './gateway.js';
-import { limitedServer } from './listener.js';
-import { createLogger, type Logger } from './log.js';
+import { agentFrontEnd } from './agent-front.js';
+import { AgentThread } from './agent-thread.js';
+import { agentBackend, type AgentBackend } from './gateway.js';
+import { limitedServer, listen } from './listener.js';
+import { createLogger, lineWriter, type Logger } from './log.js';
 import { memberContext, membersInForce, type MemberView } from './membership.js';
 import { Metrics } from './metrics.js';
 import type { WrapDb } from './ledger-store.js';
@@ -186,28 +188,31 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   };
   replica.start();
   const tlsOptions = { cert, key, minVersion: 'TLSv1.2' as const };
-  const url = (s: Server) => `https://${c.host.includes(':') ? `[${c.host}]` : c.host}:${(s.address() as AddressInfo).port}`;
   // Each listener is bound before its plane is built, so that the plane's OpenAPI
   // document names the address really bound (port 0 picks one). The plane is attached
   // in the same turn as the bind completes, before the event loop can accept a
   // connection; the document is prepared once and sent as it is on every request.
-  const agentServer = await listen(limitedServer(tlsOptions, c.http), c.agent_port, c.host);
-  const agentUrl = url(agentServer);
-  agentServer.on('request', agentApp({
-    node, attestor, log, metrics,
+  const backend = agentBackend({
+    node, attestor, log,
     rateLimit: new RateLimiter({ ratePerSecond: c.rate_limit.agent_intents_per_second, burst: c.rate_limit.agent_burst, keysMax: c.rate_limit.agents_max, refusalDelayMs: c.rate_limit.refusal_delay_ms, now: () => performance.now() }),
-    bodyBytesMax: c.limits.body_bytes_max,
-    entriesPerIntentMax: c.limits.entries_per_intent_max,
-    openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), agentUrl),
-  }));
+  });
+  // A listener that cannot bind (an address in use) fails the start; what was opened is closed first.
+  const undo = async (err: unknown, agentPlane?: AgentPlane): Promise<never> => {
+    await agentPlane?.close();
+    await replica.close();
+    await mesh?.close();
+    throw err;
+  };
+  const agent = await (c.agent_plane_thread ? agentThread(c, backend, { cert, key }, log, metrics) : agentHere(c, backend, tlsOptions, log, metrics)).catch((err: unknown) => undo(err));
+  const agentUrl = agent.url;
   const feeds = new Feeds({
     applied: () => replica.journalIndex,
     journal: (from) => replica.store.journal(from),
     onApplied: (listener) => replica.onApplied(listener),
   }, { consumersMax: c.feed.consumers_max, heartbeatIntervalMs: c.feed.heartbeat_interval_ms, pageRecordsMax: c.feed.page_records_max, lagMsMax: c.feed.lag_ms_max }, log, metrics);
   const adminTls = c.admin_client_certs ? { ...tlsOptions, ca: readFileSync(tls.ca), requestCert: true, rejectUnauthorized: true } : tlsOptions;
-  const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host);
-  const adminUrl = url(adminServer);
+  const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host).catch((err: unknown) => undo(err, agent));
+  const adminUrl = listenerUrl(c.host, adminServer);
   adminServer.on('request', adminApp({
     node: {
       ...node,
@@ -244,7 +249,10 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     bodyBytesMax: c.limits.body_bytes_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.admin, 'utf8'), adminUrl),
   }));
-  const servers = [agentServer, adminServer];
+  const closeServer = (s: Server) => new Promise<void>((r) => {
+    s.close(() => r());
+    s.closeIdleConnections();
+  });
   log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl, ...(mesh ? { peer: mesh.port, members: c.members.map((m) => m.id) } : {}) }, 'node started');
   let closing: Promise<void> | null = null;
   return {
@@ -257,15 +265,56 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     close: () => (closing ??= (async () => {
       if (mesh) await handOver(replica, log, c.commit_timeout_ms);
       await feeds.close();
-      await Promise.all(servers.map((s) => new Promise<void>((r) => {
-        s.close(() => r());
-        s.closeIdleConnections();
-      })));
+      await Promise.all([agent.close(), closeServer(adminServer)]);
       await replica.close();
       await mesh?.close();
       log.info({ event: 'node_stopped' }, 'node stopped');
     })()),
   };
+}
+
+/** The agent plane's listener, at `url`, until closed. */
+interface AgentPlane {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** The agent plane on a thread of its own (agent-thread.ts); its request lines go to this node's log. */
+async function agentThread(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer }, log: Logger, metrics: Metrics): Promise<AgentPlane> {
+  const thread = await AgentThread.start({
+    host: c.host, port: c.agent_port, cert: tls.cert, key: tls.key, http: c.http,
+    bodyBytesMax: c.limits.body_bytes_max, entriesPerIntentMax: c.limits.entries_per_intent_max,
+    openapiFile: OPENAPI_FILES.agent, logLevel: log.level, nodeId: c.node_id,
+  }, backend, lineWriter(log), (err) => {
+    log.fatal({ event: 'agent_plane_failed', err: err.message }, "the agent plane's thread stopped: this node serves no agents until it is restarted");
+  });
+  metrics.countHttpElsewhere(() => thread.metricsJson());
+  return { url: thread.url, close: () => thread.close() };
+}
+
+/** The agent plane on this thread (`agent_plane_thread: false`). */
+async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer; minVersion: 'TLSv1.2' }, log: Logger, metrics: Metrics): Promise<AgentPlane> {
+  const server = await listen(limitedServer(tls, c.http), c.agent_port, c.host);
+  const url = listenerUrl(c.host, server);
+  // The plane is attached in the same turn as the bind completes, before the event loop
+  // can accept a connection; its document names the address really bound (port 0 picks one).
+  server.on('request', agentFrontEnd({
+    backend, log, metrics,
+    bodyBytesMax: c.limits.body_bytes_max,
+    entriesPerIntentMax: c.limits.entries_per_intent_max,
+    openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), url),
+  }));
+  return {
+    url,
+    close: () => new Promise<void>((r) => {
+      server.close(() => r());
+      server.closeIdleConnections();
+    }),
+  };
+}
+
+function listenerUrl(host: string, s: Server): string {
+  return `https://${host.includes(':') ? `[${host}]` : host}:${(s.address() as AddressInfo).port}`;
 }
 
 /**
@@ -287,51 +336,3 @@ async function handOver(replica: Replica, log: Logger, timeoutMs: number): Promi
   log.info({ event: 'leadership_handed_over', to, done: !replica.isLeader() }, replica.isLeader() ? 'leadership transfer did not complete before stopping' : 'leadership handed over before stopping');
 }
 
-/**
- * A request Node's HTTP parser refuses (a bad request line, headers too large) never
- * reaches Express; it is answered here with the same `{error, message}` body.
- */
-function answerParseErrors(server: Server): void {
-  // A response to HEAD has no body, so the answer needs the refused request's method.
-  // The chunk that failed may be the middle of a long request line, so each socket
-  // remembers how the request it is reading began: the first bytes after the previous
-  // response finished (clients do not pipeline; one that does gets a body it ignores).
-  const starts = new WeakMap<Socket, string | null>();
-  server.on('secureConnection', (socket: Socket) => {
-    starts.set(socket, null);
-    socket.on('data', (chunk: Buffer) => {
-      if (starts.get(socket) === null) starts.set(socket, chunk.subarray(0, 5).toString('latin1'));
-    });
-  });
-  // A response may finish before its request's body is all in (an early refusal): the
-  // rest of the body arrives after, so the next request begins only once both are done.
-  server.on('request', (req, res) => {
-    const reset = () => starts.set(req.socket, null);
-    res.once('finish', reset);
-    req.once('end', reset);
-  });
-  server.on('clientError', (err: Error & { rawPacket?: Buffer }, socket) => {
-    if (!socket.writable) {
-      socket.destroy();
-      return;
-    }
-    // A request not all in by http.headers_timeout_ms or http.request_timeout_ms (listener.ts).
-    const late = (err as { code?: string }).code === 'ERR_HTTP_REQUEST_TIMEOUT';
-    const body = JSON.stringify(late
-      ? { error: 'request_timeout', message: 'The request was not all received in time; the connection is closed.' }
-      : { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
-    const head = (starts.get(socket as Socket) ?? err.rawPacket?.subarray(0, 5).toString('latin1')) === 'HEAD ';
-    socket.end(`HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
-  });
-}
-
-function listen(server: Server, port: number, host: string): Promise<Server> {
-  answerParseErrors(server);
-  return new Promise((resolvePromise, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolvePromise(server);
-    });
-  });
-}

@@ -1,0 +1,113 @@
+/**
+ * The agent plane's thread (see agent-thread.ts): it owns the plane's HTTPS listener
+ * and runs its front end (agent-front.ts), counting every request and formatting its
+ * request line itself. Each request's call goes to the node's thread; the calls and
+ * log lines of one turn of this thread's event loop go together in one message, and
+ * the answers come back the same way, so that a burst of requests costs each thread
+ * one wake-up, not one per request. The node's thread writes the lines to its own log,
+ * so that one writer keeps every line whole.
+ */
+import { readFileSync } from 'node:fs';
+import { parentPort, workerData } from 'node:worker_threads';
+import { Registry } from 'prom-client';
+import { agentFrontEnd } from './agent-front.js';
+import type { AgentBackend, Answer } from './gateway.js';
+import { limitedServer, listen } from './listener.js';
+import { createLogger } from './log.js';
+import { httpMetrics } from './metrics.js';
+import { withServer } from './openapi.js';
+import type { AgentThreadData, FromAgentThread, ToAgentThread, AgentCall } from './agent-thread.js';
+
+const data = workerData as AgentThreadData;
+const port = parentPort!;
+
+/** Calls waiting for their answers, by id; what is not yet posted. */
+const waiting = new Map<number, (a: Answer) => void>();
+let calls: AgentCall[] = [];
+let lines = '';
+let flushing = false;
+let ids = 0;
+
+function schedule(): void {
+  if (flushing) return;
+  flushing = true;
+  setImmediate(flush);
+}
+
+function flush(): void {
+  flushing = false;
+  if (calls.length === 0 && lines === '') return;
+  send({ kind: 'out', calls, lines });
+  calls = [];
+  lines = '';
+}
+
+const log = createLogger(data.logLevel, data.nodeId, {
+  write(line: string) {
+    lines += line;
+    schedule();
+  },
+});
+const registry = new Registry();
+const metrics = httpMetrics(registry);
+
+function call(method: AgentCall['method'], arg: AgentCall['arg']): Promise<Answer> {
+  const id = ++ids;
+  calls.push({ id, method, arg } as AgentCall);
+  schedule();
+  return new Promise((resolve) => waiting.set(id, resolve));
+}
+
+function send(m: FromAgentThread): void {
+  port.postMessage(m);
+}
+
+const backend: AgentBackend = {
+  intent: (c) => call('intent', c),
+  read: (c) => call('read', c),
+  health: (which) => call('health', which),
+};
+
+const server = limitedServer({ cert: data.cert, key: data.key, minVersion: 'TLSv1.2' }, data.http);
+
+port.on('message', (m: ToAgentThread) => {
+  switch (m.kind) {
+    case 'answers':
+      for (const { id, answer } of m.answers) {
+        const resolve = waiting.get(id);
+        waiting.delete(id);
+        resolve?.(answer);
+      }
+      return;
+    case 'metrics':
+      registry.getMetricsAsJSON().then((json) => send({ kind: 'metrics', id: m.id, json }), (err: Error) => send({ kind: 'metrics', id: m.id, json: [], error: err.message }));
+      return;
+    case 'close':
+      // No new connection is taken; requests in flight are answered, then the thread says so.
+      server.close(() => {
+        flush();
+        send({ kind: 'closed' });
+      });
+      server.closeIdleConnections();
+      return;
+  }
+});
+
+listen(server, data.port, data.host).then(
+  () => {
+    const bound = server.address();
+    const at = typeof bound === 'object' && bound !== null ? bound.port : data.port;
+    const url = `https://${data.host.includes(':') ? `[${data.host}]` : data.host}:${at}`;
+    // Attached in the same turn as the bind completes, before a connection can be accepted.
+    server.on('request', agentFrontEnd({
+      backend,
+      bodyBytesMax: data.bodyBytesMax,
+      entriesPerIntentMax: data.entriesPerIntentMax,
+      openapi: withServer(readFileSync(data.openapiFile, 'utf8'), url),
+      log,
+      metrics,
+    }));
+    send({ kind: 'listening', url });
+  },
+  (err: Error) => send({ kind: 'failed', message: err.message, code: (err as { code?: string }).code ?? null }),
+);
