@@ -62,6 +62,14 @@ export type ToAgentThread =
  */
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../dist/agent-thread-worker.js' : './agent-thread-worker.js', import.meta.url);
 
+/**
+ * The thread's young generation, in MiB. What it allocates lives for one request; left
+ * to V8 it sized the young generation as for the whole process (semi-spaces of 64 MiB
+ * on a machine of 24 GiB), and the node's resident memory at 256 intents in flight grew
+ * by about 60 MB more than with this bound, at the same throughput.
+ */
+const YOUNG_GENERATION_MB = 16;
+
 const INTERNAL_ERROR: Answer = {
   status: 500, error: 'internal_error', text: JSON.stringify({ error: 'internal_error', message: 'The server could not complete the request.' }),
 };
@@ -83,7 +91,7 @@ export class AgentThread {
    */
   static start(data: AgentThreadData, backend: AgentBackend, writeLines: (lines: string) => void, onFailure: (err: Error) => void): Promise<AgentThread> {
     // execArgv: the thread runs compiled JavaScript and needs none of the process's flags or loaders.
-    const worker = new Worker(WORKER_URL, { workerData: data, name: 'apl-agent', execArgv: [] });
+    const worker = new Worker(WORKER_URL, { workerData: data, name: 'apl-agent', execArgv: [], resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
     return new Promise((resolve, reject) => {
       let thread: AgentThread | null = null;
       const stopped = (err: Error) => {
