@@ -80,6 +80,8 @@ export class AgentThread {
   private metricsIds = 0;
   private closing: Promise<void> | null = null;
   private closed: (() => void) | null = null;
+  /** set once the thread has exited: it counts nothing more. */
+  private exited = false;
 
   private constructor(private readonly worker: Worker, readonly url: string, private readonly backend: AgentBackend, private readonly writeLines: (lines: string) => void) {}
 
@@ -94,13 +96,18 @@ export class AgentThread {
     const worker = new Worker(WORKER_URL, { workerData: data, name: 'apl-agent', execArgv: [], resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
     return new Promise((resolve, reject) => {
       let thread: AgentThread | null = null;
+      let reported = false;
+      // An error is followed by the exit: either is reported, once.
       const stopped = (err: Error) => {
         if (thread === null) reject(err);
-        else if (thread.closing === null) onFailure(err);
+        else if (thread.closing === null && !reported) {
+          reported = true;
+          onFailure(err);
+        }
       };
       worker.on('error', stopped);
       worker.on('exit', (code) => {
-        thread?.closed?.();
+        thread?.gone();
         stopped(new Error(`the agent plane's thread exited (${code})`));
       });
       worker.on('message', (m: FromAgentThread) => {
@@ -138,6 +145,14 @@ export class AgentThread {
     }
   }
 
+  /** The thread has exited: a close waiting for it is done, and a metrics reading gets nothing. */
+  private gone(): void {
+    this.exited = true;
+    this.closed?.();
+    for (const w of this.metricsWaiting.values()) w.resolve([]);
+    this.metricsWaiting.clear();
+  }
+
   private serve(c: AgentCall): void {
     const answered = c.method === 'intent' ? this.backend.intent(c.arg) : c.method === 'read' ? this.backend.read(c.arg) : this.backend.health(c.arg);
     // The backend answers its own failures; the last resort still answers, so no request hangs.
@@ -155,8 +170,9 @@ export class AgentThread {
     this.worker.postMessage({ kind: 'answers', answers } satisfies ToAgentThread);
   }
 
-  /** The thread's HTTP metrics (the agent plane's requests), for the node's exposition. */
+  /** The thread's HTTP metrics (the agent plane's requests), for the node's exposition; none once it has exited. */
   metricsJson(): Promise<MetricsJson> {
+    if (this.exited) return Promise.resolve([]);
     const id = ++this.metricsIds;
     return new Promise((resolve, reject) => {
       this.metricsWaiting.set(id, { resolve, reject });
@@ -166,7 +182,7 @@ export class AgentThread {
 
   /** Stops taking connections, lets the requests in flight be answered, then ends the thread. */
   close(): Promise<void> {
-    return (this.closing ??= new Promise<void>((resolve) => {
+    return (this.closing ??= this.exited ? Promise.resolve() : new Promise<void>((resolve) => {
       this.closed = resolve;
       this.worker.postMessage({ kind: 'close' } satisfies ToAgentThread);
     }).then(() => this.worker.terminate()).then(() => undefined));
