@@ -6,9 +6,10 @@
  *
  *   npm run bench -- frontend [options]    (USAGE below; --help lists the options)
  *
- * First the node, started as `npm start` starts it, takes the realistic mix
- * (support/workload.ts) at one level of requests in flight, closed loop, from this
- * process; its CPU per request is read from /proc (all threads, and the JavaScript
+ * First the node, started as `npm start` starts it but with its front end on the
+ * thread that runs Raft and `apply` (`agent_plane_thread: false`, unless --server-env
+ * says otherwise), takes the realistic mix (support/workload.ts) at one level of
+ * requests in flight, closed loop, from this process; its CPU per request is read from /proc (all threads, and the JavaScript
  * thread), and the first answer of each kind of request is kept. Then a process of the
  * front end alone (support/frontend-server.ts: the node's own listener, Express setup,
  * request lines, metrics, lossless parse, schemas and answer writing, with those answers
@@ -74,11 +75,11 @@ const runId = `f${Date.now().toString(36)}`;
 const rows: Row[] = [];
 let fixtures: Fixtures;
 let answers: Map<FrontendKind, string>;
-const node = await startBenchServer(serverOpts);
+const node = await startBenchServer({ ...serverOpts, env: { APL_AGENT_PLANE_THREAD: 'false', ...serverOpts.env } });
 try {
   fixtures = await bootstrapWorkload(node.admin, parties, runId);
   const mix = new SamplingMix(fixtures, runId);
-  rows.push(await measure('the node', node.proc.agentUrl, node.proc.pid, mix));
+  rows.push(await measure('the node, its front end on its JavaScript thread', node.proc.agentUrl, node.proc.pid, mix));
   answers = mix.answers;
 } finally {
   await node.stop();
