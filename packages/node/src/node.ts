@@ -249,10 +249,6 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     bodyBytesMax: c.limits.body_bytes_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.admin, 'utf8'), adminUrl),
   }));
-  const closeServer = (s: Server) => new Promise<void>((r) => {
-    s.close(() => r());
-    s.closeIdleConnections();
-  });
   log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl, ...(mesh ? { peer: mesh.port, members: c.members.map((m) => m.id) } : {}) }, 'node started');
   let closing: Promise<void> | null = null;
   return {
@@ -304,13 +300,15 @@ async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; 
     entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), url),
   }));
-  return {
-    url,
-    close: () => new Promise<void>((r) => {
-      server.close(() => r());
-      server.closeIdleConnections();
-    }),
-  };
+  return { url, close: () => closeServer(server) };
+}
+
+/** Stops taking connections, closes the idle ones, and resolves once every connection has ended. */
+function closeServer(s: Server): Promise<void> {
+  return new Promise<void>((r) => {
+    s.close(() => r());
+    s.closeIdleConnections();
+  });
 }
 
 function listenerUrl(host: string, s: Server): string {
