@@ -14,7 +14,7 @@ import { AccountId, TransactionId, UsageId, parseWith } from '@apl/core';
 import { z } from 'zod';
 import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, ReadCall } from './gateway.js';
-import { errorHandler, jsonBody, notFound, observe, parseRequest, sendText, type HttpMetrics } from './http.js';
+import { errorHandler, JSON_TYPE, jsonBody, notFound, observe, parseRequest, sendText, type HttpMetrics } from './http.js';
 import type { Logger } from './log.js';
 import { PageQuery, intentEnvelope } from './wire.js';
 
@@ -37,8 +37,6 @@ const ObligationsQuery = ReadQuery.extend({
   state: z.enum(['owed', 'open', 'breached', 'discharged', 'all'], { error: 'must be owed, open, breached, discharged or all' }).optional(),
   ...PageQuery.shape,
 });
-
-const JSON_TYPE = 'application/json; charset=utf-8';
 
 export function agentFrontEnd(o: FrontEndOptions): express.Express {
   const app = express();

@@ -18,6 +18,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Config } from './config.js';
+import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, IntentCall, ReadCall } from './gateway.js';
 import type { MetricsJson } from './metrics.js';
 
@@ -70,9 +71,7 @@ const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../dist/agent-thre
  */
 const YOUNG_GENERATION_MB = 16;
 
-const INTERNAL_ERROR: Answer = {
-  status: 500, error: 'internal_error', text: JSON.stringify({ error: 'internal_error', message: 'The server could not complete the request.' }),
-};
+const INTERNAL_ERROR: Answer = { status: 500, error: 'internal_error', text: JSON.stringify(ApiError.internal().body) };
 
 export class AgentThread {
   private outgoing: { id: number; answer: Answer }[] = [];

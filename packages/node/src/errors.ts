@@ -78,6 +78,11 @@ export class ApiError extends Error {
   get status(): number {
     return STATUS[this.body.error];
   }
+  /** A failure the server did not expect: nothing internal is said. */
+  static internal(): ApiError {
+    return new ApiError('internal_error', 'The server could not complete the request.');
+  }
+
   static from(e: LedgerError): ApiError {
     const { error, message, ...extra } = e;
     return new ApiError(error, message, extra);

@@ -123,7 +123,7 @@ async function answering(what: string, log: Logger, handler: (headers: Record<st
 
 function unexpected(what: string, err: unknown, log: Logger): ApiError {
   log.error({ event: 'internal_error', request: what, err: (err as Error)?.stack ?? String(err) }, 'unexpected error');
-  return new ApiError('internal_error', 'The server could not complete the request.');
+  return ApiError.internal();
 }
 
 function json(status: number, body: unknown, headers?: Record<string, string>): Answer {

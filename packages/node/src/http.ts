@@ -14,6 +14,9 @@ import type { Metrics } from './metrics.js';
 /** The metrics each request is counted in (a node's, or its agent-plane thread's own). */
 export type HttpMetrics = Pick<Metrics, 'httpRequests' | 'httpDuration'>;
 
+/** The Content-Type of every JSON answer. */
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
 /**
  * Answers with a JSON body. The headers are written directly rather than through
  * Express's `send`, which parses and formats the Content-Type twice and copies a body
@@ -22,7 +25,7 @@ export type HttpMetrics = Pick<Metrics, 'httpRequests' | 'httpDuration'>;
  * is ever a 304; a HEAD request gets the headers alone.
  */
 export function sendJson(res: Response, status: number, body: unknown, headers?: Record<string, string>): void {
-  sendText(res, status, stringifyJson(body), 'application/json; charset=utf-8', headers);
+  sendText(res, status, stringifyJson(body), JSON_TYPE, headers);
 }
 
 /** Answers with a body already serialized, of the given Content-Type (see sendJson). */
@@ -140,7 +143,7 @@ function toApiError(err: unknown): ApiError {
   // URIError marked 400 but not `expose`: it is the client's input, never a 500.
   if (err instanceof URIError) return new ApiError('malformed_request', 'The request path is not valid percent-encoding.');
   if (e?.status && e.status >= 400 && e.status < 500) return new ApiError('malformed_request', 'The request could not be read.');
-  return new ApiError('internal_error', 'The server could not complete the request.');
+  return ApiError.internal();
 }
 
 /** 404 for every route no plane serves. */
