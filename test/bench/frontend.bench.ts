@@ -9,11 +9,11 @@
  * First the node, started as `npm start` starts it but with its front end on the
  * thread that runs Raft and `apply` (`agent_plane_thread: false`, unless --server-env
  * says otherwise), takes the realistic mix (support/workload.ts) at one level of
- * requests in flight, closed loop, from this process; its CPU per request is read from /proc (all threads, and the JavaScript
- * thread), and the first answer of each kind of request is kept. Then a process of the
- * front end alone (support/frontend-server.ts: the node's own listener, Express setup,
- * request lines, metrics, lossless parse, schemas and answer writing, with those answers
- * in place of the ledger) takes the same mix at the same level, and is measured the
+ * requests in flight, closed loop, from this process; its CPU per request is read
+ * from /proc (all threads, and the JavaScript thread), and the first answer of each kind
+ * of request is kept. Then a process of the front end alone (support/frontend-server.ts:
+ * the node's own front end and listener, with a backend that answers those answers in
+ * place of the node's state) takes the same mix at the same level, and is measured the
  * same way. The figures are printed and written to `<out>/frontend-<label>.{md,json}`.
  */
 import { spawn } from 'node:child_process';

@@ -14,6 +14,6 @@ export { LedgerStore, type SnapshotChunk, type StorePosition, type WrapDb } from
 export { applyBatch, type BatchEntry } from './apply-batch.js';
 export { PEER_SERVICE, PeerMesh, ForwardFailed, ForwardRefused, certificateIdentity, type MeshHandlers } from './peer/mesh.js';
 export { Metrics } from './metrics.js';
-export { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
+export { agentFrontEnd } from './agent-front.js';
+export type { AgentBackend, Answer } from './gateway.js';
 export { limitedServer } from './listener.js';
-export { intentEnvelope } from './wire.js';
