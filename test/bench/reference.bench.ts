@@ -27,7 +27,7 @@ import { join, resolve } from 'node:path';
 import { ScriptArgs } from '../support/args.js';
 import { syncedWrites } from './support/fsync.js';
 import { percentile } from './support/load.js';
-import { cpuSeconds } from './support/server.js';
+import { cpuSeconds, reapedCpuSeconds } from './support/server.js';
 
 const USAGE = `npm run bench -- reference [--concurrency 1,16,64,256] [--seconds 15] [--accounts 128]
                          [--pg-bin /usr/lib/postgresql/15/bin] [--out bench-results] [--label name] [--json out.json]`;
@@ -53,8 +53,6 @@ for (const program of ['initdb', 'pg_ctl', 'pgbench', 'psql']) {
 const runAs = process.getuid?.() === 0 ? serverUser() : null;
 if (runAs === undefined) args.refuse('run as root, the server needs a `postgres` user to run as (Debian\'s postgresql package makes one)');
 
-/** Clock ticks per second, the unit of the CPU times in /proc/<pid>/stat. */
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 const PORT = 5432; // names the socket file in the server's own directory; no network address is opened
 const USER = 'bench';
 
@@ -206,13 +204,6 @@ function liveChildren(pid: number): number[] {
     }
   }
   return children;
-}
-
-/** CPU seconds of the ended children that `pid` has waited for (cutime and cstime). */
-function reapedCpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS;
 }
 
 /** This process's ended children's CPU seconds (pgbench, once spawnSync has waited for it). */

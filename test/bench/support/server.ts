@@ -236,6 +236,13 @@ export function cpuSeconds(pid: number, thread?: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
+/** CPU seconds of the ended children that `pid` has waited for (cutime and cstime, fields 16 and 17 of /proc/<pid>/stat). */
+export function reapedCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS;
+}
+
 /** CPU seconds of a Node.js process by thread kind. */
 export interface ThreadCpu {
   /** the JavaScript thread. */
