@@ -188,6 +188,8 @@ t.test('a forward answered after the follower applied its entry is answered from
   await until('a primary', () => all.some((m) => m.replica.isLeader()));
   const primary = all.find((m) => m.replica.isLeader())!;
   const follower = all.find((m) => m !== primary)!;
+  // A follower learns who leads from the leader's first message; until then it forwards nowhere.
+  await until('the follower knows the primary', () => follower.replica.status().leader === primary.id);
 
   const answers = await Promise.all([0, 1, 2, 3, 4].map((k) => follower.replica.propose(party(`late-${k}`))));
   t.same(answers.map((a) => a.result.ok), [true, true, true, true, true], 'each forwarded proposal is answered with its own result');
