@@ -90,9 +90,11 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
         cb();
       },
     });
+    // A one-second election timeout (100 ticks of 10 ms): a loaded machine's stalls do not
+    // change the primary under these tests, which are about compaction and forwarding.
     const replica = await Replica.open({
       id, peers: ids, peerContext: {}, clusterId, clusterState: 'new', dataDir: dir,
-      raft: { tick_ms: 10, election_ticks: 30, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
+      raft: { tick_ms: 10, election_ticks: 100, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
       tickIntervalMs: 3_600_000, commitTimeoutMs: 5_000, proposalsInFlightMax: 1_000,
       snapshotIntervalEntries: 20, snapshotCatchupEntries: 5,
       cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
