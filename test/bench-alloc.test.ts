@@ -1,6 +1,7 @@
 // `npm run bench -- intents --alloc-profile`, run briefly as a user runs it: the server
 // samples its allocations over the matrix's level, and the benchmark prints where they
-// came from, leaving no profile and no data behind.
+// came from, leaving no profile and no data behind; and each of the server's threads'
+// CPU per request.
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -22,5 +23,11 @@ t.test('--alloc-profile prints the allocation by area and by function', async (t
   t.match(r.stdout, /by area \(allocated in the function itself\):\n {4} +\d+\.\d %  \S/);
   t.match(r.stdout, /top functions:\n {4} +\d+\.\d %  \S/);
   t.match(r.stdout, /@apl\/core/, 'the core is among the areas');
+  // Under the table, each of the server's threads by name: the JavaScript thread and the agent plane's at least.
+  const threads = /\n {2}4 in flight: (.*) ms; the load generator (\d+\.\d{3}) ms\n/.exec(r.stdout);
+  t.ok(threads, 'the CPU per request by thread');
+  const named = new Map((threads?.[1] ?? '').split(', ').map((p) => [p.slice(0, p.lastIndexOf(' ')), Number(p.slice(p.lastIndexOf(' ') + 1))]));
+  t.ok((named.get('main') ?? 0) > 0, `the JavaScript thread: ${named.get('main')} ms`);
+  t.ok((named.get('apl-agent') ?? 0) > 0, `the agent plane's thread: ${named.get('apl-agent')} ms`);
   t.same(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-alloc-') && !before.has(f)), [], 'the profile is removed');
 });

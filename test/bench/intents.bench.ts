@@ -14,7 +14,10 @@
  * per request (all its threads, and its JavaScript thread alone,
  * from /proc), the load generator's own CPU time per request (it shares the machine),
  * and the throughput as a fraction of the disk's synced-write rate, measured first in
- * a separate process in the node's data directory, with the latency of one such write. The table goes to stdout and, with
+ * a separate process in the node's data directory, with the latency of one such write.
+ * Under the table, the server's CPU time per request thread by thread (its JavaScript
+ * thread, the agent plane's, the state store's, libuv's pool, V8's helpers) beside the
+ * load generator's: which of the two CPUs' consumers grew. The table goes to stdout and, with
  * the figures as JSON, to `<out>/intents-<label>.{md,json}`.
  *
  * Then, unless --no-half-peak, the same node at half the peak throughput of the matrix,
@@ -45,7 +48,7 @@ import { runLoad, runOpenLoop, type LoadStats, type OpenLoopStats } from './supp
 import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
 import { printAllocations, printSummary, summarizeAllocations, summarize } from './support/profile.js';
 import { ScriptArgs } from '../support/args.js';
-import { SERVER_ARGS, countsSince, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
+import { SERVER_ARGS, countsSince, cpuPerRequestByThread, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
 const USAGE = `npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
@@ -77,7 +80,12 @@ const serverOpts = serverOptions(a, (why) => args.refuse(why));
 /** The p99 target at half of peak (docs/BENCHMARKS.md, "The targets"). */
 const HALF_PEAK_P99_MS = 25;
 
-type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number };
+type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number; cpuByThread: [string, number][] };
+
+/** `main 0.130, apl-agent 0.075, … ms; the load generator 0.066 ms`: CPU per request by thread. */
+function describeThreads(byThread: [string, number][], loadMs: number): string {
+  return `${byThread.map(([name, ms]) => `${name} ${ms.toFixed(3)}`).join(', ')} ms; the load generator ${loadMs.toFixed(3)} ms`;
+}
 
 const runtime = a.runtime ?? process.execPath;
 const version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
@@ -97,7 +105,7 @@ const print = (line: string) => {
   console.log(line);
 };
 let disk: SyncedWrites | null = null;
-let halfPeak: (Omit<OpenLoopStats, 'slow'> & { slow: number; whole: SchedSpan | null; slowSpans: SchedSpan | null; requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
+let halfPeak: (Omit<OpenLoopStats, 'slow'> & { cpuByThread: [string, number][]; loadCpuMsPerRequest: number; slow: number; whole: SchedSpan | null; slowSpans: SchedSpan | null; requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
 try {
   const runId = `b${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload(server.admin, parties, runId);
@@ -113,18 +121,22 @@ try {
   print('|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|');
   if (allocDir !== undefined) await server.toggleAllocSampling();
   for (const c of concurrencies) {
-    const [cpuBefore, mainBefore, loadBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds(), process.cpuUsage()];
+    const [cpuBefore, mainBefore, threadsBefore, loadBefore] = [server.cpuSeconds(), server.mainThreadCpuSeconds(), server.threadCpuByName(), process.cpuUsage()];
     const s = await load(c, seconds * 1000);
     const cpuMsPerRequest = ((server.cpuSeconds() - cpuBefore) * 1000) / s.requests;
     const mainCpuMsPerRequest = ((server.mainThreadCpuSeconds() - mainBefore) * 1000) / s.requests;
+    const cpuByThread = cpuPerRequestByThread(threadsBefore, server.threadCpuByName(), s.requests);
     const loadUsage = process.cpuUsage(loadBefore);
     const loadCpuMsPerRequest = (loadUsage.user + loadUsage.system) / 1000 / s.requests;
     const rssBytes = server.rss();
-    const row = { ...s, concurrency: c, rssBytes, cpuMsPerRequest, mainCpuMsPerRequest, loadCpuMsPerRequest, fsyncShare: s.intentsPerSecond / fsyncPerSecond };
+    const row = { ...s, concurrency: c, rssBytes, cpuMsPerRequest, mainCpuMsPerRequest, loadCpuMsPerRequest, fsyncShare: s.intentsPerSecond / fsyncPerSecond, cpuByThread };
     rows.push(row);
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms (${s.maxAtSeconds.toFixed(1)} s) | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
+  print('');
+  print('CPU per request by thread (the server\'s JavaScript thread is `main`, its agent plane `apl-agent`, its state store `apl-level`; libuv\'s pool and LevelDB\'s compaction `libuv-worker`; V8\'s helpers `V8Worker`):');
+  for (const r of rows) print(`  ${r.concurrency} in flight: ${describeThreads(r.cpuByThread, r.loadCpuMsPerRequest)}`);
   if (allocDir !== undefined) allocations = { file: (await server.toggleAllocSampling())!, requests: rows.reduce((n, r) => n + r.requests, 0) };
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
@@ -133,9 +145,13 @@ try {
     const { fsyncs: before, over25ms: slowBefore, gc: gcBefore } = await server.gauges(); // also starts the event loop's delay afresh
     const waitsBefore = storeBackgroundWrites(server.dataDir).writeWaits;
     const sched = new SchedSampler(server.proc.pid);
+    const [threadsBefore, loadBefore] = [server.threadCpuByName(), process.cpuUsage()];
     const loadStart = performance.now();
     const s = await runOpenLoop({ urls: [server.proc.agentUrl], ca: server.ca, mix, requestsPerSecond, durationMs: seconds * 1000, connections: 64, slowMs: HALF_PEAK_P99_MS });
     const whole = sched.span(loadStart, performance.now() - 50);
+    const cpuByThread = cpuPerRequestByThread(threadsBefore, server.threadCpuByName(), s.requests);
+    const loadUsage = process.cpuUsage(loadBefore);
+    const loadCpuMsPerRequest = (loadUsage.user + loadUsage.system) / 1000 / s.requests;
     const slowSpans = sched.spans(s.slow.map((x) => ({ from: x.at, to: x.at + x.ms })));
     sched.stop();
     const { fsyncs: after, loopDelay, over25ms: slowAfter, gc: gcAfter } = await server.gauges();
@@ -143,7 +159,7 @@ try {
     const slow = countsSince(slowBefore, slowAfter);
     const fsyncs = fsyncsSince(before, after);
     const storeWriteWaits = storeBackgroundWrites(server.dataDir).writeWaits - waitsBefore;
-    halfPeak = { ...s, slow: s.slow.length, whole, slowSpans, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs, loopDelay, storeWriteWaits, over25ms: slow, gc };
+    halfPeak = { ...s, slow: s.slow.length, whole, slowSpans, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs, loopDelay, storeWriteWaits, over25ms: slow, gc, cpuByThread, loadCpuMsPerRequest };
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print('');
     print(`half of peak (${Math.round(peak.intentsPerSecond).toLocaleString('en-US')} intents/s at ${peak.concurrency} in flight), open loop at ${Math.round(requestsPerSecond).toLocaleString('en-US')} requests/s: `
@@ -153,6 +169,7 @@ try {
       + `event-loop delay p99 ${loopDelay.p99Ms.toFixed(1)} ms, max ${loopDelay.maxMs.toFixed(0)} ms; ${storeWriteWaits} state-store writes waited for LevelDB's background work`);
     print(`  over 25 ms, as the node timed them: ${Object.entries(slow).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
     print(`  garbage collections over 10 ms: ${Object.entries(gc).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
+    print(`  CPU per request by thread: ${describeThreads(cpuByThread, loadCpuMsPerRequest)}`);
     print(`  the load generator sent late (its own delay, counted in the latency): p99 ${s.sendLateP99.toFixed(1)} ms, max ${s.sendLateMax.toFixed(0)} ms`);
     print(`  the kernel, over the whole load: ${describeSpan(whole)}`);
     print(`  the kernel, over the ${s.slow.length.toLocaleString('en-US')} intents slower than ${HALF_PEAK_P99_MS} ms (their spans merged): ${describeSpan(slowSpans)}`);

@@ -25,6 +25,8 @@ export interface BenchServer {
   mainThreadCpuSeconds(): number;
   /** CPU time by thread kind (see `threadCpuSeconds`), in seconds. */
   threadCpuSeconds(): ThreadCpu;
+  /** CPU time by thread name (see `threadCpuByName`), in seconds. */
+  threadCpuByName(): Record<string, number>;
   /**
    * from the server's own metrics: V8 heap used, in bytes, and how many synced writes
    * of the Raft log it has made, in all and above 25, 100 and 250 ms; the event loop's delay.
@@ -190,6 +192,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     cpuSeconds: () => cpuSeconds(proc.pid),
     mainThreadCpuSeconds: () => cpuSeconds(proc.pid, proc.pid),
     threadCpuSeconds: () => threadCpuSeconds(proc.pid),
+    threadCpuByName: () => threadCpuByName(proc.pid),
     gauges: async () => {
       const r = await client.request('GET', '/metrics', { token: TOKENS.operator });
       return parseGauges(r.text);
@@ -254,6 +257,32 @@ export interface ThreadCpu {
    * crypto) and LevelDB's own background thread, which flushes memtables and compacts.
    */
   native: number;
+}
+
+/**
+ * CPU seconds of a Node.js process by thread name (the JavaScript thread as `main`):
+ * the node's own threads (`apl-agent`, the agent plane's; `apl-level`, the state
+ * store's), libuv's pool with LevelDB's background thread (`libuv-worker`), V8's helpers
+ * (`V8Worker`). Threads alive now, as threadCpuSeconds.
+ */
+export function threadCpuByName(pid: number): Record<string, number> {
+  const by: Record<string, number> = {};
+  for (const { tid, name, ns } of threadCpu(pid)) {
+    const key = tid === pid ? 'main' : name;
+    by[key] = (by[key] ?? 0) + ns / 1e9;
+  }
+  return by;
+}
+
+/**
+ * What each thread spent per request between two readings of threadCpuByName, in ms,
+ * the costliest first; threads under 0.001 ms per request are left out.
+ */
+export function cpuPerRequestByThread(before: Record<string, number>, after: Record<string, number>, requests: number): [string, number][] {
+  return Object.entries(after)
+    .map(([name, s]): [string, number] => [name, ((s - (before[name] ?? 0)) * 1000) / requests])
+    .filter(([, ms]) => ms >= 0.001)
+    .sort((x, y) => y[1] - x[1]);
 }
 
 /** A thread that has ended no longer counts, so the figures are of the threads alive now. */
