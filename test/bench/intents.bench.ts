@@ -80,11 +80,12 @@ const serverOpts = serverOptions(a, (why) => args.refuse(why));
 /** The p99 target at half of peak (docs/BENCHMARKS.md, "The targets"). */
 const HALF_PEAK_P99_MS = 25;
 
-type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number; cpuByThread: [string, number][] };
+type ByThread = ReturnType<typeof cpuPerRequestByThread>;
+type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number; cpuByThread: ByThread };
 
-/** `main 0.130, apl-agent 0.075, … ms; the load generator 0.066 ms`: CPU per request by thread. */
-function describeThreads(byThread: [string, number][], loadMs: number): string {
-  return `${byThread.map(([name, ms]) => `${name} ${ms.toFixed(3)}`).join(', ')} ms; the load generator ${loadMs.toFixed(3)} ms`;
+/** `main 0.130 ms, slept 1.9×; …; the load generator 0.066 ms`: CPU and sleeps per request by thread. */
+function describeThreads(byThread: ByThread, loadMs: number): string {
+  return `${byThread.map((x) => `${x.name} ${x.ms.toFixed(3)} ms, slept ${x.sleeps.toFixed(1)}×`).join('; ')}; the load generator ${loadMs.toFixed(3)} ms`;
 }
 
 const runtime = a.runtime ?? process.execPath;
@@ -105,7 +106,7 @@ const print = (line: string) => {
   console.log(line);
 };
 let disk: SyncedWrites | null = null;
-let halfPeak: (Omit<OpenLoopStats, 'slow'> & { cpuByThread: [string, number][]; loadCpuMsPerRequest: number; slow: number; whole: SchedSpan | null; slowSpans: SchedSpan | null; requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
+let halfPeak: (Omit<OpenLoopStats, 'slow'> & { cpuByThread: ByThread; loadCpuMsPerRequest: number; slow: number; whole: SchedSpan | null; slowSpans: SchedSpan | null; requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
 try {
   const runId = `b${Date.now().toString(36)}`;
   const fixtures = await bootstrapWorkload(server.admin, parties, runId);
@@ -135,7 +136,7 @@ try {
     print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms (${s.maxAtSeconds.toFixed(1)} s) | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
   print('');
-  print('CPU per request by thread (the server\'s JavaScript thread is `main`, its agent plane `apl-agent`, its state store `apl-level`; libuv\'s pool and LevelDB\'s compaction `libuv-worker`; V8\'s helpers `V8Worker`):');
+  print('CPU per request by thread, and how many times each went to sleep (and had to be woken: `npm run bench -- wake`). The server\'s JavaScript thread is `main`, its agent plane `apl-agent`, its state store `apl-level`; libuv\'s pool and LevelDB\'s compaction `libuv-worker`; V8\'s helpers `V8Worker`:');
   for (const r of rows) print(`  ${r.concurrency} in flight: ${describeThreads(r.cpuByThread, r.loadCpuMsPerRequest)}`);
   if (allocDir !== undefined) allocations = { file: (await server.toggleAllocSampling())!, requests: rows.reduce((n, r) => n + r.requests, 0) };
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);

@@ -25,8 +25,8 @@ export interface BenchServer {
   mainThreadCpuSeconds(): number;
   /** CPU time by thread kind (see `threadCpuSeconds`), in seconds. */
   threadCpuSeconds(): ThreadCpu;
-  /** CPU time by thread name (see `threadCpuByName`), in seconds. */
-  threadCpuByName(): Record<string, number>;
+  /** CPU time (seconds) and sleeps by thread name (see `threadCpuByName`). */
+  threadCpuByName(): Record<string, ThreadUse>;
   /**
    * from the server's own metrics: V8 heap used, in bytes, and how many synced writes
    * of the Raft log it has made, in all and above 25, 100 and 250 ms; the event loop's delay.
@@ -259,30 +259,43 @@ export interface ThreadCpu {
   native: number;
 }
 
+/** A thread's CPU time in seconds, and how many times it went to sleep (voluntary context switches). */
+export interface ThreadUse {
+  seconds: number;
+  sleeps: number;
+}
+
 /**
- * CPU seconds of a Node.js process by thread name (the JavaScript thread as `main`):
- * the node's own threads (`apl-agent`, the agent plane's; `apl-level`, the state
- * store's), libuv's pool with LevelDB's background thread (`libuv-worker`), V8's helpers
- * (`V8Worker`). Threads alive now, as threadCpuSeconds.
+ * CPU seconds and sleeps of a Node.js process by thread name (the JavaScript thread
+ * as `main`): the node's own threads (`apl-agent`, the agent plane's; `apl-level`,
+ * the state store's), libuv's pool with LevelDB's background thread (`libuv-worker`),
+ * V8's helpers (`V8Worker`). A thread that sleeps must be woken for its next work,
+ * which costs the waker too (`npm run bench -- wake`). Threads alive now, as
+ * threadCpuSeconds.
  */
-export function threadCpuByName(pid: number): Record<string, number> {
-  const by: Record<string, number> = {};
-  for (const { tid, name, ns } of threadCpu(pid)) {
-    const key = tid === pid ? 'main' : name;
-    by[key] = (by[key] ?? 0) + ns / 1e9;
+export function threadCpuByName(pid: number): Record<string, ThreadUse> {
+  const by: Record<string, ThreadUse> = {};
+  for (const { tid, name, ns, sleeps } of threadCpu(pid, { sleeps: true })) {
+    const u = (by[tid === pid ? 'main' : name] ??= { seconds: 0, sleeps: 0 });
+    u.seconds += ns / 1e9;
+    u.sleeps += sleeps;
   }
   return by;
 }
 
 /**
- * What each thread spent per request between two readings of threadCpuByName, in ms,
- * the costliest first; threads under 0.001 ms per request are left out.
+ * What each thread spent per request between two readings of threadCpuByName: ms of
+ * CPU and sleeps, the costliest first; threads under 0.001 ms per request are left out.
  */
-export function cpuPerRequestByThread(before: Record<string, number>, after: Record<string, number>, requests: number): [string, number][] {
+export function cpuPerRequestByThread(before: Record<string, ThreadUse>, after: Record<string, ThreadUse>, requests: number): { name: string; ms: number; sleeps: number }[] {
   return Object.entries(after)
-    .map(([name, s]): [string, number] => [name, ((s - (before[name] ?? 0)) * 1000) / requests])
-    .filter(([, ms]) => ms >= 0.001)
-    .sort((x, y) => y[1] - x[1]);
+    .map(([name, u]) => ({
+      name,
+      ms: ((u.seconds - (before[name]?.seconds ?? 0)) * 1000) / requests,
+      sleeps: (u.sleeps - (before[name]?.sleeps ?? 0)) / requests,
+    }))
+    .filter((x) => x.ms >= 0.001)
+    .sort((x, y) => y.ms - x.ms);
 }
 
 /** A thread that has ended no longer counts, so the figures are of the threads alive now. */
@@ -298,23 +311,26 @@ export function threadCpuSeconds(pid: number): ThreadCpu {
 }
 
 /**
- * Each live thread of a process: its id, its name, and its time on a CPU in ns (the
- * kernel's schedstat, not rounded to clock ticks). A thread that ends between the
- * listing and the read is left out; a process that has gone has none.
+ * Each live thread of a process: its id, its name, its time on a CPU in ns (the
+ * kernel's schedstat, not rounded to clock ticks) and how many times it went to sleep
+ * (its voluntary context switches; NaN unless `sleeps`, which reads one more file per
+ * thread). A thread that ends between the listing and the read is left out; a process
+ * that has gone has none.
  */
-export function threadCpu(pid: number): { tid: number; name: string; ns: number }[] {
+export function threadCpu(pid: number, opts: { sleeps?: boolean } = {}): { tid: number; name: string; ns: number; sleeps: number }[] {
   let tids: string[];
   try {
     tids = readdirSync(`/proc/${pid}/task`);
   } catch {
     return [];
   }
-  const out: { tid: number; name: string; ns: number }[] = [];
+  const out: { tid: number; name: string; ns: number; sleeps: number }[] = [];
   for (const tid of tids) {
     try {
       const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
       const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-      out.push({ tid: Number(tid), name, ns });
+      const sleeps = opts.sleeps ? Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))?.[1] ?? NaN) : NaN;
+      out.push({ tid: Number(tid), name, ns, sleeps });
     } catch {
       // the thread ended between the listing and the read
     }
