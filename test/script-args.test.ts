@@ -52,6 +52,7 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/bench/frontend.bench.js', ['--concurrency', '0'], '--concurrency 0: expected a whole number of at least 1'],
     ['test/dist/bench/reference.bench.js', ['--accounts', '1'], '--accounts 1: expected a whole number of at least 2'],
     ['test/dist/bench/reference.bench.js', ['--pg-bin', '/nonexistent'], '--pg-bin /nonexistent: no initdb there'],
+    ['test/dist/bench/wake.bench.js', ['--count', '5'], '--count 5: expected a whole number of at least 10'],
     ['test/dist/chaos/main.js', ['--agents', 'many'], '--agents many: expected a whole number of at least 1'],
   ];
   for (const [script, args, why] of cases) {
