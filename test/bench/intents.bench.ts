@@ -15,9 +15,9 @@
  * from /proc), the load generator's own CPU time per request (it shares the machine),
  * and the throughput as a fraction of the disk's synced-write rate, measured first in
  * a separate process in the node's data directory, with the latency of one such write.
- * Under the table, the server's CPU time per request thread by thread (its JavaScript
- * thread, the agent plane's, the state store's, libuv's pool, V8's helpers) beside the
- * load generator's: which of the two CPUs' consumers grew. The table goes to stdout and, with
+ * Under the table, the server's CPU time and sleeps per request thread by thread (its
+ * JavaScript thread, the agent plane's, the state store's, libuv's pool, V8's helpers)
+ * beside the load generator's CPU: which of the two CPUs' consumers grew. The table goes to stdout and, with
  * the figures as JSON, to `<out>/intents-<label>.{md,json}`.
  *
  * Then, unless --no-half-peak, the same node at half the peak throughput of the matrix,

@@ -21,7 +21,7 @@
  *
  * Usage: npm run bench -- wake [--count 2000] [--spacing-ms 1]
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +29,7 @@ import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { ScriptArgs } from '../support/args.js';
 import { percentile } from './support/load.js';
+import { threadCpu } from './support/server.js';
 
 const args = new ScriptArgs('npm run bench -- wake [--count 2000] [--spacing-ms 1]', {
   count: { type: 'string', default: '2000' },
@@ -40,14 +41,9 @@ const spacingMs = args.int('spacing-ms', 1);
 /** CPU time of each thread of this process (the JavaScript thread as `caller`), in ns. */
 function threadsNs(): Map<string, number> {
   const out = new Map<string, number>();
-  for (const tid of readdirSync('/proc/self/task')) {
-    try {
-      const name = Number(tid) === process.pid ? 'caller' : readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim();
-      const ns = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-      out.set(name, (out.get(name) ?? 0) + ns);
-    } catch {
-      // the thread ended between the listing and the read
-    }
+  for (const { tid, name, ns } of threadCpu(process.pid)) {
+    const key = tid === process.pid ? 'caller' : name;
+    out.set(key, (out.get(key) ?? 0) + ns);
   }
   return out;
 }
