@@ -8,7 +8,7 @@
  * replicated log like intents do, with the principal's name and roles in the
  * operation, so the commit point enforces roles and four eyes on every replica.
  */
-import express, { type Request, type Response } from 'express';
+import type { Express, Request, Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
   AgentUri, Issuer, PolicyId, TABLES, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
@@ -19,7 +19,7 @@ import { memberContext } from './membership.js';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
-import { errorHandler, jsonBody, notFound, observe, parseRequest, sendJson } from './http.js';
+import { errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendJson } from './http.js';
 import { feedHandler, type Feeds } from './feed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -72,11 +72,8 @@ export interface AdminOptions {
   metrics: Metrics;
 }
 
-export function adminApp(o: AdminOptions): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-  app.use(observe('admin', o.log, o.metrics));
+export function adminApp(o: AdminOptions): Express {
+  const app = planeApp('admin', o.log, o.metrics);
   const body = jsonBody(o.bodyBytesMax);
   const hashes = o.principals.map((p) => ({ p, digest: Buffer.from(p.token_sha256, 'hex') }));
 
@@ -84,7 +81,7 @@ export function adminApp(o: AdminOptions): express.Express {
     res.status(200).type(o.metrics.contentType).send(await o.metrics.exposition());
   });
   app.get('/admin/openapi.json', (_req, res) => {
-    res.status(200).type('application/json; charset=utf-8').send(o.openapi);
+    res.status(200).type(JSON_TYPE).send(o.openapi);
   });
 
   app.use('/admin/v1', (req, res, next) => {

@@ -9,12 +9,12 @@
  * and `apply` spends nothing on TLS, HTTP or parsing; `agent_plane_thread: false`
  * runs it on the node's own thread, calling the backend directly.
  */
-import express, { type Request, type Response } from 'express';
+import type { Express, Request, Response } from 'express';
 import { AccountId, TransactionId, UsageId, parseWith } from '@apl/core';
 import { z } from 'zod';
 import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, ReadCall } from './gateway.js';
-import { errorHandler, JSON_TYPE, jsonBody, notFound, observe, parseRequest, sendText, type HttpMetrics } from './http.js';
+import { errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendText, type HttpMetrics } from './http.js';
 import type { Logger } from './log.js';
 import { PageQuery, intentEnvelope } from './wire.js';
 
@@ -38,11 +38,8 @@ const ObligationsQuery = ReadQuery.extend({
   ...PageQuery.shape,
 });
 
-export function agentFrontEnd(o: FrontEndOptions): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-  app.use(observe('agent', o.log, o.metrics));
+export function agentFrontEnd(o: FrontEndOptions): Express {
+  const app = planeApp('agent', o.log, o.metrics);
   const envelope = intentEnvelope(o.entriesPerIntentMax);
   const b = o.backend;
 

@@ -12,7 +12,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { agentFrontEnd } from './agent-front.js';
 import type { AgentBackend, Answer } from './gateway.js';
-import { limitedServer, listen } from './listener.js';
+import { limitedServer, listen, listenerUrl } from './listener.js';
 import { createLogger } from './log.js';
 import { httpMetrics } from './metrics.js';
 import { withServer } from './openapi.js';
@@ -95,9 +95,7 @@ port.on('message', (m: ToAgentThread) => {
 
 listen(server, data.port, data.host).then(
   () => {
-    const bound = server.address();
-    const at = typeof bound === 'object' && bound !== null ? bound.port : data.port;
-    const url = `https://${data.host.includes(':') ? `[${data.host}]` : data.host}:${at}`;
+    const url = listenerUrl(data.host, server);
     // Attached in the same turn as the bind completes, before a connection can be accepted.
     server.on('request', agentFrontEnd({
       backend,

@@ -105,8 +105,20 @@ export function parseRequest<S extends z.ZodType>(schema: S, value: unknown, wha
   return r.value;
 }
 
+/**
+ * A plane's Express app: no `X-Powered-By`, no ETag (so no answer is ever a 304), and
+ * every request logged and counted once it is answered.
+ */
+export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(observe(plane, log, metrics));
+  return app;
+}
+
 /** Logs and counts every request once it is answered. */
-export function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): RequestHandler {
+function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): RequestHandler {
   return (req, res, next) => {
     const start = process.hrtime.bigint();
     res.on('finish', () => {

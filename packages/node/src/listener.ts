@@ -7,8 +7,9 @@
  * open at once (Node.js closes one beyond it as soon as it is accepted).
  */
 import { createServer, type Server, type ServerOptions } from 'node:https';
-import type { Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from './config.js';
+import { JSON_TYPE } from './http.js';
 
 /** How often Node.js checks open requests against the timeouts, at most; at least 4 checks per headers timeout. */
 const CHECK_INTERVAL_MAX_MS = 1000;
@@ -60,8 +61,13 @@ function answerParseErrors(server: Server): void {
       ? { error: 'request_timeout', message: 'The request was not all received in time; the connection is closed.' }
       : { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
     const head = (starts.get(socket as Socket) ?? err.rawPacket?.subarray(0, 5).toString('latin1')) === 'HEAD ';
-    socket.end(`HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
+    socket.end(`HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
   });
+}
+
+/** The address a bound listener answers at, `https://<host>:<port>` (an IPv6 host in brackets). */
+export function listenerUrl(host: string, s: Server): string {
+  return `https://${host.includes(':') ? `[${host}]` : host}:${(s.address() as AddressInfo).port}`;
 }
 
 /** Binds a listener (refusing unparsable requests with `{error, message}`); resolves once it listens. */

@@ -5,7 +5,6 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Applied, Operation } from '@apl/core';
@@ -19,7 +18,7 @@ import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
 import { agentFrontEnd } from './agent-front.js';
 import { AgentThread } from './agent-thread.js';
 import { agentBackend, type AgentBackend } from './gateway.js';
-import { limitedServer, listen } from './listener.js';
+import { limitedServer, listen, listenerUrl } from './listener.js';
 import { createLogger, lineWriter, type Logger } from './log.js';
 import { memberContext, membersInForce, type MemberView } from './membership.js';
 import { Metrics } from './metrics.js';
@@ -309,10 +308,6 @@ function closeServer(s: Server): Promise<void> {
     s.close(() => r());
     s.closeIdleConnections();
   });
-}
-
-function listenerUrl(host: string, s: Server): string {
-  return `https://${host.includes(':') ? `[${host}]` : host}:${(s.address() as AddressInfo).port}`;
 }
 
 /**

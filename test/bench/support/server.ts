@@ -254,7 +254,9 @@ export interface ThreadCpu {
   v8: number;
   /**
    * every other thread: libuv's pool (file system calls, LevelDB reads and batches,
-   * crypto) and LevelDB's own background thread, which flushes memtables and compacts.
+   * crypto), LevelDB's own background thread, which flushes memtables and compacts, and
+   * the node's worker threads (the agent plane's and the state store's; threadCpuByName
+   * tells them apart).
    */
   native: number;
 }
