@@ -2,7 +2,7 @@
 // every boundary the ledger uses, and refuses malformed text.
 import fc from 'fast-check';
 import t from 'tap';
-import { JSON_DEPTH_MAX, JsonSyntaxError, parseJson, stringifyJson } from './json.js';
+import { InexactNumberError, JSON_DEPTH_MAX, JsonSyntaxError, parseJson, stringifyJson } from './json.js';
 
 t.test('integers beyond 2^53 are parsed exactly as bigint, safe ones as number', async (t) => {
   const cases: [string, number | bigint][] = [
@@ -88,7 +88,36 @@ t.test('keys and strings holding quotes and backslashes are read where they end'
 t.test('long digit runs inside strings and fractions stay what they are', async (t) => {
   t.same(parseJson('{"id":"12345678901234567890","f":0.12345678901234567890}'), { id: '12345678901234567890', f: 0.12345678901234567890 });
   t.equal(parseJson('1e400'), Infinity, 'a literal beyond any double is left to the caller, which refuses it by name');
-  t.same(parseJson('[1234567890123456789012, 12345678901234567890.5]'), [1234567890123456789012n, 12345678901234567890.5]);
+  t.same(parseJson('[1234567890123456789012, 12345678901234567890.0]'), [1234567890123456789012n, 12345678901234567890], 'an exact integer with a fraction stays the double it reads as, which the schemas refuse beyond 2^53');
+});
+
+t.test('a literal a double would round to an integer it is not is refused, never rounded', async (t) => {
+  for (const text of ['1.0000000000000000001', '0.99999999999999999999', '100000000000000000001e-20', '10.0000000000000000001e1', '1e-400', '-1e-400', '12345678901234567890.5', '4.9999999999999999']) {
+    t.throws(() => parseJson(`{"minor":${text}}`), InexactNumberError, text);
+  }
+  t.throws(() => parseJson('{"minor":1.0000000000000000001}'), { message: 'the number 1.0000000000000000001 ("minor") is not an integer, though a double rounds it to 1; write numbers as exact integers' });
+  t.throws(() => parseJson('[1e-400]'), { message: 'the number 1e-400 is not an integer, though a double rounds it to 0; write numbers as exact integers' }, 'an array index is not named');
+  t.ok(new InexactNumberError('x') instanceof JsonSyntaxError, 'callers that answer syntax errors answer it too');
+  for (const [text, want] of [['1.0', 1], ['1e5', 100000], ['10.0e1', 100], ['0e-400', 0], ['12.50e1', 125], ['-3.000', -3], ['100e-2', 1]] as const) {
+    t.equal(parseJson(text), want, `${text} is exactly ${want}`);
+  }
+});
+
+t.test('property: an integer written with a fraction or an exponent reads as itself, and one nudged off it is refused', async (t) => {
+  fc.assert(fc.property(fc.integer({ min: -(2 ** 40), max: 2 ** 40 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 1, max: 9 }), (n, shift, nudge) => {
+    // n written as digits followed by `shift` zeros, with the exponent -shift: exactly n.
+    const exact = `${n}${'0'.repeat(shift)}e-${shift}`;
+    if (parseJson(exact) !== n && !(n === 0 && Object.is(parseJson(exact), -0))) return false;
+    // n plus nudge × 10^-25: 25 and more digits, which no double tells from n (but 0 from 1e-25).
+    const nudged = `${n}.${'0'.repeat(24)}${nudge}`;
+    if (n === 0) return !Number.isInteger(parseJson(nudged));
+    try {
+      parseJson(nudged);
+      return false;
+    } catch (err) {
+      return err instanceof InexactNumberError;
+    }
+  }));
 });
 
 t.test('a repeated key is refused in an object of any size, written plainly or with escapes, beside nested objects', async (t) => {

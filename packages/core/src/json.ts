@@ -6,8 +6,12 @@
  * an integer literal outside the safe range becomes a `bigint`, a safe one stays a
  * `number`, and the schemas decide what a field accepts. It is V8's own parser with
  * source-text access in the reviver (`context.source`, Node.js 22 and later), which
- * reads such a literal's digits exactly. A text with no number literal of 16 digits
- * or more cannot hold one, and is parsed without a reviver at all (twice as fast).
+ * reads such a literal's digits exactly. The reviver also refuses a literal with a
+ * fraction or an exponent that a double rounds to an integer it is not
+ * (`1.0000000000000000001`, `1e-400`): the ledger's numbers are integers, and one
+ * must never become another by rounding. A text with no number literal of 16 digits
+ * or more, and none with a fraction or an exponent, cannot hold either, and is parsed
+ * without a reviver at all (twice as fast).
  *
  * Before parsing, one linear scan refuses what `JSON.parse` would accept but the
  * ledger does not: nesting deeper than JSON_DEPTH_MAX, and duplicate object keys
@@ -17,12 +21,19 @@
  */
 
 const INTEGER_LITERAL = /^-?(0|[1-9][0-9]*)$/;
+/** A JSON number literal's sign, integer digits, fraction digits and exponent. */
+const NUMBER_PARTS = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
 /** The shortest integer literal beyond the safe range (2^53) has 16 digits. */
 const SAFE_DIGITS_MAX = 15;
 
 /** A JSON text that could not be parsed; `message` says where. */
 export class JsonSyntaxError extends Error {
-  override readonly name = 'JsonSyntaxError';
+  override readonly name: string = 'JsonSyntaxError';
+}
+
+/** A number literal that has no exact value the ledger could read: a double would round it to an integer it is not. */
+export class InexactNumberError extends JsonSyntaxError {
+  override readonly name = 'InexactNumberError';
 }
 
 /**
@@ -36,20 +47,48 @@ type ReviverContext = { source?: string };
 
 /**
  * The reviver: a number beyond the safe range that was written as an integer becomes
- * its exact bigint. A runtime that gives no source text (before Node.js 22) could only
- * round it, so it throws instead: money is never silently rounded.
+ * its exact bigint. One written with a fraction or an exponent stays the double it
+ * reads as (the schemas refuse a non-integer, or one beyond the safe range, where an
+ * integer is due), unless the double is an integer the literal is not: that throws.
+ * A runtime that gives no source text (before Node.js 22) could only round, so it
+ * throws instead: money is never silently rounded.
  */
-function exactIntegers(_key: string, value: unknown, context?: ReviverContext): unknown {
-  if (typeof value !== 'number' || Number.isSafeInteger(value)) return value;
+function exactIntegers(key: string, value: unknown, context?: ReviverContext): unknown {
+  if (typeof value !== 'number') return value;
   const source = context?.source;
-  if (source === undefined) throw new Error('this runtime cannot read JSON numbers beyond 2^53 exactly (JSON.parse gives no source text before Node.js 22)');
-  return INTEGER_LITERAL.test(source) ? BigInt(source) : value;
+  if (source === undefined) {
+    if (Number.isSafeInteger(value)) return value;
+    throw new Error('this runtime cannot read JSON numbers beyond 2^53 exactly (JSON.parse gives no source text before Node.js 22)');
+  }
+  if (INTEGER_LITERAL.test(source)) return Number.isSafeInteger(value) ? value : BigInt(source);
+  if (Number.isInteger(value) && integerValue(source) === null) {
+    throw new InexactNumberError(`the number ${source}${/^[0-9]+$/.test(key) ? '' : ` (${JSON.stringify(key)})`} is not an integer, though a double rounds it to ${value}; write numbers as exact integers`);
+  }
+  return value;
+}
+
+/**
+ * The integer a number literal with a fraction or an exponent denotes exactly, or
+ * null when it denotes none (`1.5`, `1.0000000000000000001`, `1e-400`). Only called
+ * for a literal a double reads as a finite integer, so its exponent is small.
+ */
+function integerValue(source: string): bigint | null {
+  const m = NUMBER_PARTS.exec(source);
+  if (m === null) return null;
+  const [, sign, whole, fraction = '', exponent = '0'] = m;
+  const digits = (whole! + fraction).replace(/^0+/, '');
+  if (digits === '') return 0n;
+  // The value is digits × 10^scale.
+  const scale = Number(exponent) - fraction.length;
+  if (scale >= 0) return BigInt(`${sign}${digits}`) * 10n ** BigInt(scale);
+  const kept = digits.length + scale;
+  if (kept <= 0 || !/^0*$/.test(digits.slice(kept))) return null;
+  return BigInt(`${sign}${digits.slice(0, kept)}`);
 }
 
 /** Parses JSON text without losing integer precision. Throws `JsonSyntaxError`. */
 export function parseJson(text: string): unknown {
-  const longNumbers = checkStructure(text);
-  if (!longNumbers) return parseSyntax(text);
+  if (!checkStructure(text)) return parseSyntax(text);
   return parseSyntax(text, exactIntegers as (k: string, v: unknown) => unknown);
 }
 
@@ -74,9 +113,10 @@ const KEYS_COMPARED_MAX = 16;
 
 /**
  * Refuses text whose arrays and objects nest deeper than JSON_DEPTH_MAX, or whose
- * objects repeat a key, in one pass and without recursion; returns whether a number
- * literal outside the strings has more than SAFE_DIGITS_MAX digits. Anything else
- * malformed is left to the parser.
+ * objects repeat a key, in one pass and without recursion; returns whether the text
+ * needs the reviver: a number literal outside the strings with more than
+ * SAFE_DIGITS_MAX digits, a fraction or an exponent. Anything else malformed is left
+ * to the parser.
  *
  * `open[d]` is, for the object or array open at depth d, where its keys' spans begin
  * in `spans` (an array: -1). `spans` holds `[start, end)` of each raw key of the open
@@ -89,14 +129,16 @@ function checkStructure(text: string): boolean {
   const sets: (Set<string> | undefined)[] = [];
   let expectKey = false;
   let digits = 0;
-  let longNumbers = false;
+  let revive = false;
   let backslash = text.indexOf('\\');
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c >= 0x30 && c <= 0x39) {
-      if (++digits > SAFE_DIGITS_MAX) longNumbers = true;
+      if (++digits > SAFE_DIGITS_MAX) revive = true;
       continue;
     }
+    // A fraction or an exponent (outside strings, `.`, `e` and `E` follow a digit only in a number).
+    if (digits > 0 && (c === 0x2e || c === 0x65 || c === 0x45)) revive = true;
     digits = 0;
     if (c === 0x22) {
       if (backslash >= 0 && backslash < i) backslash = text.indexOf('\\', i);
@@ -119,7 +161,7 @@ function checkStructure(text: string): boolean {
       expectKey = open.length > 0 && open[open.length - 1]! >= 0;
     }
   }
-  return longNumbers;
+  return revive;
 }
 
 /**
