@@ -5,7 +5,7 @@
 // PASERK keys, k4.pid, and the cache that must not outlive exp or a trust root.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { PublicProtocol, type Claims } from 'paseto';
 import { GenerateKeyPairFactory, SignFactory, ExportPublicKeyFactory } from 'paseto/v4/public';
 import { Attestor, paserkId, toPaserk, unverifiedClaims, verifyPaseto } from './attest.js';
@@ -66,9 +66,12 @@ t.test('k4.pid follows PASERK (BLAKE2b-264 over the header and the key)', async 
 });
 
 t.test('public keys are accepted as Ed25519 PEM or k4.public, and nothing else', async (t) => {
-  const { publicKey } = generateKeyPairSync('ed25519');
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
   t.match(toPaserk(pem), /^k4\.public\.[A-Za-z0-9_-]{43}$/);
+  const secret = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  t.throws(() => toPaserk(secret), /is a private key; send the issuer's public key only/, 'a private key is refused, though its public half could be derived');
+  t.throws(() => toPaserk(`k4.secret.${'A'.repeat(86)}`), /is a private key/);
   t.equal(toPaserk(toPaserk(pem)), toPaserk(pem));
   const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
   t.throws(() => toPaserk(rsa), /Ed25519/);
@@ -77,6 +80,35 @@ t.test('public keys are accepted as Ed25519 PEM or k4.public, and nothing else',
 });
 
 const proto = new PublicProtocol(GenerateKeyPairFactory, SignFactory, ExportPublicKeyFactory);
+
+/** LE64 of PASETO's pre-authentication encoding. */
+function le64(n: number): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64LE(BigInt(n));
+  return b;
+}
+
+/**
+ * A v4.public token over any payload text, signed by hand (PASETO v4 §Sign: Ed25519
+ * over PAE(h, m, f, i)): the library refuses to sign claims it would refuse to verify.
+ */
+function signRaw(key: KeyObject, payload: string): string {
+  const pieces = [Buffer.from('v4.public.'), Buffer.from(payload), Buffer.alloc(0), Buffer.alloc(0)];
+  const pae = Buffer.concat([le64(pieces.length), ...pieces.flatMap((p) => [le64(p.length), p])]);
+  return `v4.public.${Buffer.concat([pieces[1]!, sign(null, pae, key)]).toString('base64url')}`;
+}
+
+t.test('claims that are signed but not well formed are refused saying what is wrong', async (t) => {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const paserk = toPaserk(publicKey.export({ type: 'spki', format: 'pem' }).toString());
+  const root = { issuer: 'acme-agents', public_key: paserk, key_id: paserkId(paserk) };
+  const attestor = new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, now: () => new Date('2026-11-22T10:00:00Z'), trustRoot: async () => root });
+  const claims = { iss: 'acme-agents', sub: 'agent://acme.example/agent/buyer-7', aud: 'agent-plane-ledger', exp: '2026-11-22T11:00:00Z', cap: ['purchase.*'] };
+  t.ok((await attestor.verify(signRaw(privateKey, JSON.stringify(claims)))).ok, 'the hand-signed token verifies as it is');
+  for (const exp of ['tomorrow', 1893456000, null]) {
+    t.same(await attestor.verify(signRaw(privateKey, JSON.stringify({ ...claims, exp }))), { ok: false, message: 'The attestation was rejected: its exp claim is not an RFC 3339 date-time string.' }, `exp ${JSON.stringify(exp)}`);
+  }
+});
 
 async function issuer() {
   const { publicKey, secretKey } = await proto.GenerateKeyPair();
@@ -92,7 +124,7 @@ t.test('the attestor checks issuer, audience, expiry and claims, and caches unti
   const claims = { iss: 'acme-agents', sub: 'agent://acme.example/agent/buyer-7', aud: 'agent-plane-ledger', exp: '2026-11-22T11:00:00Z', jti: 'j-1', cap: ['purchase.*'] };
   const sign = (c: Record<string, unknown>) => proto.Sign(a.secretKey, c as Claims, { addIssuedAt: false });
   const token = await sign(claims);
-  t.same(unverifiedClaims(token), claims);
+  t.same(unverifiedClaims(token), { claims });
 
   const ok = await attestor.verify(token);
   t.same(ok, { ok: true, attested: { issuer: 'acme-agents', key_id: a.root.key_id, token_id: 'j-1', subject: claims.sub, capabilities: ['purchase.*'], expires_at: Date.parse(claims.exp) } });
@@ -107,6 +139,10 @@ t.test('the attestor checks issuer, audience, expiry and claims, and caches unti
     [{ ...claims, cap: [`a${'.b'.repeat(80)}`] }, 'its cap claim is not a list of at most 64 capabilities (action patterns of at most 128 characters)'],
     [{ ...claims, sub: undefined }, 'it has no sub claim'],
     ['v4.local.abc', 'it is not a v4.public token'],
+    [`v4.public.${'A'.repeat(8192)}`, 'it is longer than 8192 characters'],
+    ['v4.public.AAAA', 'it is too short to hold claims and a signature'],
+    [`v4.public.${Buffer.concat([Buffer.from('[1]'), Buffer.alloc(64)]).toString('base64url')}`, 'its claims are not a JSON object'],
+    [`v4.public.${Buffer.concat([Buffer.from('not json'), Buffer.alloc(64)]).toString('base64url')}`, 'its claims are not a JSON object'],
     [`${token.slice(0, -4)}AAAA`, 'its signature or form does not verify'],
   ];
   for (const [c, why] of refusals) {

@@ -41,6 +41,11 @@ export function toPaserk(publicKey: string): string {
     if (!/^k4\.public\.[A-Za-z0-9_-]{43}$/.test(text)) throw new Error('is not a PASERK k4.public key');
     return text;
   }
+  // createPublicKey derives the public half of a private key: the ledger would keep
+  // the right key, but the issuer's signing key would have travelled to it.
+  if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text) || text.startsWith('k4.secret.')) {
+    throw new Error('is a private key; send the issuer\'s public key only (PEM "PUBLIC KEY" or PASERK k4.public), and treat this private key as exposed');
+  }
   let key;
   try {
     key = createPublicKey(text);
@@ -58,18 +63,21 @@ export function paserkId(paserk: string): string {
   return `k4.pid.${Buffer.from(d).toString('base64url')}`;
 }
 
-/** The claims of a v4.public token, read without verifying them (to find the issuer). */
-export function unverifiedClaims(token: string): Record<string, unknown> | null {
+/**
+ * The claims of a v4.public token, read without verifying them (to find the issuer),
+ * or why there are none to read.
+ */
+export function unverifiedClaims(token: string): { claims: Record<string, unknown> } | { unreadable: string } {
   const body = token.split('.')[2];
-  if (!body) return null;
-  const raw = Buffer.from(body, 'base64url');
-  if (raw.length <= 64) return null;
+  const raw = Buffer.from(body ?? '', 'base64url');
+  if (raw.length <= 64) return { unreadable: 'it is too short to hold claims and a signature' };
   try {
     const claims: unknown = JSON.parse(raw.subarray(0, raw.length - 64).toString('utf8'));
-    return claims !== null && typeof claims === 'object' && !Array.isArray(claims) ? (claims as Record<string, unknown>) : null;
+    if (claims !== null && typeof claims === 'object' && !Array.isArray(claims)) return { claims: claims as Record<string, unknown> };
   } catch {
-    return null;
+    // not JSON: answered below
   }
+  return { unreadable: 'its claims are not a JSON object' };
 }
 
 /** Verifies signature and time claims of a token with a k4.public key. */
@@ -94,6 +102,7 @@ export async function verifyPaseto(
 
 function describe(err: PasetoError & { claim?: string }): string {
   if (err.code === 'ERR_PASETO_CLAIM_VALIDATION') {
+    if (/RFC 3339/.test(err.message)) return `its ${err.claim ?? 'time'} claim is not an RFC 3339 date-time string`;
     if (err.claim === 'exp') return /missing|required/i.test(err.message) ? 'it has no exp claim' : 'it has expired';
     if (err.claim === 'aud') return 'it is for another audience';
     if (err.claim === 'nbf') return 'it is not valid yet';
@@ -130,7 +139,8 @@ export class Attestor {
   constructor(private readonly opts: AttestorOptions) {}
 
   async verify(token: string): Promise<Verification> {
-    if (token.length > TOKEN_LENGTH_MAX || !TOKEN_FORM.test(token)) return reject('it is not a v4.public token');
+    if (token.length > TOKEN_LENGTH_MAX) return reject(`it is longer than ${TOKEN_LENGTH_MAX} characters`);
+    if (!TOKEN_FORM.test(token)) return reject('it is not a v4.public token');
     const now = this.opts.now();
     const cached = this.cache.get(token);
     if (cached) {
@@ -142,15 +152,17 @@ export class Attestor {
       if (root?.key_id === cached.key_id) return { ok: true, attested: cached };
       this.cache.delete(token);
     }
-    const claims = unverifiedClaims(token);
-    const iss = claims?.iss;
+    const read = unverifiedClaims(token);
+    if ('unreadable' in read) return reject(read.unreadable);
+    const { claims } = read;
+    const iss = claims.iss;
     if (typeof iss !== 'string') return reject('it names no issuer');
     const root = await this.opts.trustRoot(iss);
     if (!root) return reject('its issuer is not a trust root');
     const verified = await verifyPaseto(token, root.public_key, { now, audience: this.opts.audience });
     if (!verified.ok) {
       // The claims are unverified here, but only the wording of the refusal depends on them.
-      return reject(verified.message === 'it is for another audience' && claims?.aud === undefined ? 'it has no aud claim' : verified.message);
+      return reject(verified.message === 'it is for another audience' && claims.aud === undefined ? 'it has no aud claim' : verified.message);
     }
     const attested = attestedFrom(verified.claims, root, token);
     if (typeof attested === 'string') return reject(attested);
