@@ -394,6 +394,9 @@ export class PeerMesh {
     });
     return new grpc.Client(m.peer_addr, credentials, {
       ...CHANNEL_OPTIONS,
+      // The TLS server name is the member's id, not its address: a name an IP address
+      // may not be (RFC 6066; Node.js warns, DEP0123), and the one its certificate holds.
+      'grpc.ssl_target_name_override': m.id,
       'grpc.keepalive_time_ms': 10_000,
       'grpc.keepalive_timeout_ms': 5_000,
       'grpc.initial_reconnect_backoff_ms': RECONNECT_MS,
