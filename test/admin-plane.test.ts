@@ -99,8 +99,8 @@ t.test('401 unauthorized: no token, a wrong token, or another scheme', async (t)
 
 t.test('403 forbidden: a principal without the role the operation needs', async (t) => {
   await refused(t, 'reviewer', 'POST', '/admin/v1/parties', { id: 'party_x' }, 403, { error: 'forbidden', message: 'bob may not do AddParty (it needs the operator role).' });
-  await refused(t, 'author', 'POST', '/admin/v1/trust-roots', { issuer: 'x', public_key: n.issuer.paserk }, 403, { error: 'forbidden', message: 'alice may not do AddTrustRoot (it needs the operator role).' });
-  await refused(t, 'approver', 'DELETE', `/admin/v1/trust-roots/${n.issuer.name}`, undefined, 403, { error: 'forbidden', message: 'carol may not do RemoveTrustRoot (it needs the operator role).' });
+  await refused(t, 'reviewer', 'POST', '/admin/v1/trust-roots', { issuer: 'x', public_key: n.issuer.paserk }, 403, { error: 'forbidden', message: 'bob may not do AddTrustRoot (it needs the operator or author role).' });
+  await refused(t, 'approver', 'DELETE', `/admin/v1/trust-roots/${n.issuer.name}`, undefined, 403, { error: 'forbidden', message: 'carol may not do RemoveTrustRoot (it needs the operator or author role).' });
   await refused(t, 'author', 'DELETE', `/admin/v1/agents/${encodeURIComponent(AGENT_A)}`, undefined, 403, { error: 'forbidden', message: 'alice may not do UnbindAgent (it needs the operator role).' });
   await refused(t, 'operator', 'POST', '/admin/v1/policies', { id: 'pol_ops', bundle: POLICY }, 403, { error: 'forbidden', message: 'ops may not do DraftPolicy (it needs the author role).' });
   await refused(t, 'author', 'POST', '/admin/v1/policies/pol_1/review', {}, 403, { error: 'forbidden', message: 'alice may not do ReviewPolicy (it needs the reviewer role).' });
@@ -213,6 +213,32 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   const ready = await n.api('GET', '/readyz');
   t.equal(ready.status, 200, 'no input reached the log that the log could not read back');
   t.equal((await n.adm('operator', 'POST', '/admin/v1/parties', { id: 'party_after_bad_input' })).status, 201, 'and it still writes');
+});
+
+t.test('admin reads take consistency=local, refuse any other value, and say how they were served', async (t) => {
+  const reads = ['/admin/v1/trust-roots', '/admin/v1/parties', '/admin/v1/agents', '/admin/v1/policies', '/admin/v1/policies/pol_1', '/admin/v1/accounts/acc_acme_cash', '/admin/v1/usages/usage_acme_llm', '/admin/v1/log/digest', '/admin/v1/log/export'];
+  for (const path of reads) {
+    t.equal((await n.adm('operator', 'GET', path)).headers.consistency, 'linearizable', path);
+    const local = await n.adm('operator', 'GET', `${path}?consistency=local`);
+    t.equal(local.status, 200, `${path}?consistency=local`);
+    t.equal(local.headers.consistency, 'local');
+    isError(t, await n.adm('operator', 'GET', `${path}?consistency=bogus`), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'consistency', message: 'must be linearizable or local' }] });
+  }
+  const from = await n.adm('operator', 'GET', '/admin/v1/log/export?from=-1');
+  t.equal(from.status, 400, 'the export takes no other parameter: an auditor resuming is told so, not sent everything');
+  const dry = await n.adm('operator', 'POST', '/admin/v1/policies/pol_1/dry-run?consistency=local', { limit: 1 });
+  t.equal(dry.headers.consistency, 'local', 'a dry run is a read too');
+});
+
+t.test('an author registers and removes a trust root as an operator does (EXAMPLES: "operator or author token")', async (t) => {
+  const platform = await Issuer.create('author-agents');
+  const added = await n.adm('author', 'POST', '/admin/v1/trust-roots', { issuer: platform.name, public_key: platform.paserk });
+  t.equal(added.status, 201);
+  t.strictSame(added.body, { issuer: platform.name, key_id: pidOf(platform.paserk) });
+  const removed = await n.adm('author', 'DELETE', `/admin/v1/trust-roots/${platform.name}`);
+  t.equal(removed.status, 200);
+  const list = await n.adm('author', 'GET', '/admin/v1/trust-roots');
+  t.notOk(list.body.trust_roots.some((r: { issuer: string }) => r.issuer === platform.name), 'and it is gone');
 });
 
 t.test('trust roots: PEM and PASERK keys, key_id the PASERK k4.pid, list and removal', async (t) => {
@@ -482,9 +508,12 @@ t.test('GET /admin/openapi.json serves the committed document with this node\'s 
   t.equal((await client.request('GET', '/admin/openapi.json')).text, r.text, 'the address advertised serves this very document');
 });
 
-t.test('unknown admin routes are 404 not_found behind the token', async (t) => {
+t.test('unknown admin routes are 404 not_found behind the token; known ones asked with another method 405', async (t) => {
   isError(t, await n.adm('operator', 'GET', '/admin/v1/nothing'), 404, { error: 'not_found', message: 'No route GET /admin/v1/nothing.' });
-  isError(t, await n.adm('operator', 'PUT', '/admin/v1/parties'), 404, { error: 'not_found', message: 'No route PUT /admin/v1/parties.' });
+  const put = await n.adm('operator', 'PUT', '/admin/v1/parties');
+  isError(t, put, 405, { error: 'method_not_allowed', message: '/admin/v1/parties answers GET, HEAD, POST, not PUT.' });
+  t.equal(put.headers.allow, 'GET, HEAD, POST');
+  isError(t, await n.adm('operator', 'GET', '/admin/v1/policies/pol_1/review'), 405, { error: 'method_not_allowed', message: '/admin/v1/policies/pol_1/review answers POST, not GET.' });
   isError(t, await n.adm('operator', 'GET', '/api/v1/obligations'), 404, { error: 'not_found', message: 'No route GET /api/v1/obligations.' });
   const anonymous = await n.admin.request('GET', '/admin/v1/nothing');
   t.equal(anonymous.status, 401, 'without a token the plane says nothing about its routes');

@@ -8,6 +8,7 @@
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { maxHeaderSize } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
 import { PublicProtocol } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory } from 'paseto/v4/public';
@@ -127,7 +128,30 @@ t.test('400 malformed_request: a body that is not JSON, or not sent as JSON', as
   isError(t, array, 400, { error: 'malformed_request', message: 'The intent envelope is not valid.', issues: [{ path: '', message: 'must be an object' }] });
   const dup = await n.api('POST', INTENTS, { raw: '{"agent":"a","agent":"b"}' });
   t.equal(dup.status, 400, 'a duplicate key is a syntax error, not a silent choice');
-  t.equal(await digest(), before, 'nothing was written');
+
+  // Text that is not UTF-8 would be decoded with U+FFFD in place of its bytes: the
+  // justification recorded, and its hash, would not be what the agent sent.
+  const good = Buffer.from(JSON.stringify(envelope(att, { transaction: 'txn_ap_not_utf8', justification: 'Buy XXing supplies' })));
+  const at = good.indexOf('XX');
+  good[at] = 0xff;
+  good[at + 1] = 0xfe;
+  isError(t, await n.api('POST', INTENTS, { raw: good }), 400, { error: 'malformed_request', message: 'The body is not valid UTF-8.' });
+  for (const charset of ['iso-8859-1', 'utf-16']) {
+    const other = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att, { transaction: 'txn_ap_charset' })), headers: { 'content-type': `application/json; charset=${charset}` } });
+    isError(t, other, 400, { error: 'malformed_request', message: `The body must be JSON in UTF-8, not ${charset} (Content-Type: application/json; charset=utf-8).` });
+  }
+  const utf8 = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att, { transaction: 'txn_ap_charset_utf8', minor: 10 })), headers: { 'content-type': 'application/json; charset=UTF-8' } });
+  t.equal(utf8.status, 200, 'charset=UTF-8 is JSON as it should be');
+  const afterUtf8 = await digest();
+
+  // A fraction a double rounds away would post 1 for 1.0000000000000000001.
+  const inexact = JSON.stringify(envelope(att, { transaction: 'txn_ap_inexact', minor: 7 })).replaceAll('"minor":7', '"minor":1.0000000000000000001');
+  isError(t, await n.api('POST', INTENTS, { raw: inexact }), 400, {
+    error: 'malformed_request',
+    message: 'The body holds a number the ledger cannot read exactly: the number 1.0000000000000000001 ("minor") is not an integer, though a double rounds it to 1; write numbers as exact integers.',
+  });
+  t.equal(await digest(), afterUtf8, 'nothing else was written');
+  t.not(afterUtf8, before, 'the one good intent was');
 });
 
 t.test('400 malformed_request: schema failures list each problem with its dotted path', async (t) => {
@@ -584,10 +608,24 @@ t.test('/healthz and /readyz', async (t) => {
   t.equal(r.body.applied_index, r.body.commit_index);
 });
 
-t.test('unknown routes and methods answer 404 not_found', async (t) => {
+t.test('unknown routes answer 404 not_found; a route asked with another method 405 with Allow', async (t) => {
   isError(t, await n.api('GET', '/api/v1/nothing'), 404, { error: 'not_found', message: 'No route GET /api/v1/nothing.' });
-  isError(t, await n.api('DELETE', INTENTS), 404, { error: 'not_found', message: `No route DELETE ${INTENTS}.` });
   isError(t, await n.api('GET', '/admin/v1/cluster'), 404, { error: 'not_found', message: 'No route GET /admin/v1/cluster.' });
+  isError(t, await n.api('POST', '/API/V1/INTENTS', { body: envelope(att) }), 404, { error: 'not_found', message: 'No route POST /API/V1/INTENTS.' });
+  for (const method of ['GET', 'PUT', 'DELETE']) {
+    const r = await n.api(method, INTENTS);
+    isError(t, r, 405, { error: 'method_not_allowed', message: `${INTENTS} answers POST, not ${method}.` });
+    t.equal(r.headers.allow, 'POST');
+  }
+  const put = await n.api('PUT', '/api/v1/transactions/txn_x', { token: att });
+  isError(t, put, 405, { error: 'method_not_allowed', message: '/api/v1/transactions/txn_x answers GET, HEAD, not PUT.' });
+  t.equal(put.headers.allow, 'GET, HEAD');
+});
+
+t.test('an Expect other than 100-continue is answered 417 with a JSON body', async (t) => {
+  const r = await n.api('POST', INTENTS, { body: envelope(att, { transaction: 'txn_ap_expect' }), headers: { expect: '999-bogus' } });
+  isError(t, r, 417, { error: 'expectation_failed', message: 'Expect: 999-bogus is not supported; only 100-continue is.' });
+  t.equal((await n.api('GET', '/api/v1/transactions/txn_ap_expect', { token: att })).status, 404, 'nothing was recorded');
 });
 
 t.test('no answer of the agent plane carries a stack or an internal path', async (t) => {
@@ -679,7 +717,7 @@ t.test('a request line too long to parse is answered 400 with a body, and withou
       t.equal(long.error, undefined, `${method} after ${before}: the client reads the answer`);
       t.equal(long.status, 400);
       if (method === 'HEAD') t.equal(long.body, '', 'no body to HEAD');
-      else t.same(JSON.parse(long.body), { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
+      else t.same(JSON.parse(long.body), { error: 'malformed_request', message: `The request line and headers are larger than the ${maxHeaderSize} bytes this node reads.` });
     }
   } finally {
     agent.destroy();

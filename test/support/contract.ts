@@ -1,14 +1,16 @@
 /**
  * The contract check: every response body a test receives is validated against the
  * committed OpenAPI document of its plane (the route, method and status select the
- * schema). A body the document does not describe fails the test that received it.
+ * schema), and so are the headers it declares required. A body or a header the
+ * document does not describe fails the test that received it.
  */
 import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { OPENAPI_FILES } from '@apl/node';
 import type { Response } from './node.js';
 
-type Doc = { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>> };
+type Header = { required?: boolean; schema: { enum?: string[] } };
+type Doc = { paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, Header>; content?: Record<string, { schema: unknown }> }> }>> };
 
 const docs = { agent: load(OPENAPI_FILES.agent), admin: load(OPENAPI_FILES.admin) };
 
@@ -41,10 +43,19 @@ export function contract(plane: 'agent' | 'admin', method: string, path: string,
   const op = doc.paths[template]![method.toLowerCase()];
   if (!op) {
     if (r.status === 404 && r.body?.error === 'not_found') return;
+    if (r.status === 405 && r.body?.error === 'method_not_allowed' && r.headers.allow !== undefined) return;
     throw new Error(`contract: ${method} ${template} is not in the ${plane} document`);
   }
   const resp = op.responses[String(r.status)];
   if (!resp) throw new Error(`contract: ${method} ${template} does not document status ${r.status} (${r.text.slice(0, 200)})`);
+  for (const [name, h] of Object.entries(resp.headers ?? {})) {
+    const value = r.headers[name.toLowerCase()];
+    if (value === undefined) {
+      if (h.required) throw new Error(`contract: ${method} ${path} ${r.status} lacks the ${name} header the document requires`);
+    } else if (h.schema.enum && !h.schema.enum.includes(String(value))) {
+      throw new Error(`contract: ${method} ${path} ${r.status} has ${name}: ${String(value)}, not one of ${h.schema.enum.join(', ')}`);
+    }
+  }
   const type = String(r.headers['content-type'] ?? '').split(';')[0]!;
   const content = resp.content?.[type];
   if (!resp.content) return;

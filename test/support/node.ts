@@ -150,7 +150,7 @@ export interface TestNode {
   /** Sends an admin request as a principal (author, reviewer, approver, operator) and checks it against the contract. */
   adm(who: keyof typeof TOKENS, method: string, path: string, body?: unknown): Promise<Response>;
   /** Sends an agent-plane request and checks it against the contract. */
-  api(method: string, path: string, opts?: { body?: unknown; raw?: string; token?: string; headers?: Record<string, string> }): Promise<Response>;
+  api(method: string, path: string, opts?: { body?: unknown; raw?: string | Buffer; token?: string; headers?: Record<string, string> }): Promise<Response>;
   close(): Promise<void>;
 }
 

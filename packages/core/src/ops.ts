@@ -88,8 +88,8 @@ export type AdminOperation = Exclude<Operation, { type: 'SubmitIntent' | 'Tick' 
 
 /** Who may propose each administrative operation: any one of the listed roles. */
 export const REQUIRED_ROLES: Record<AdminOperation['type'], readonly Role[]> = {
-  AddTrustRoot: ['operator'],
-  RemoveTrustRoot: ['operator'],
+  AddTrustRoot: ['operator', 'author'],
+  RemoveTrustRoot: ['operator', 'author'],
   AddParty: ['operator'],
   BindAgent: ['operator'],
   UnbindAgent: ['operator'],

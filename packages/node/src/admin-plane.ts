@@ -28,7 +28,7 @@ import type { StorePosition } from './ledger-store.js';
 import { feedOnlyRefusal, logPrincipal, type PlaneRole } from './roles.js';
 import {
   AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, MemberParam, MemberRequest, PageQuery, PartyRequest, PolicyRequest,
-  TransferRequest, TrustRootRequest, UsageRequest,
+  ReadQuery, TransferRequest, TrustRootRequest, UsageRequest,
 } from './wire.js';
 
 // Path parameters that name what a mutation changes. They go into the log, so they
@@ -36,7 +36,7 @@ import {
 const IssuerParam = z.strictObject({ issuer: Issuer });
 const AgentParam = z.strictObject({ agent_uri: AgentUri });
 const PolicyParam = z.strictObject({ id: PolicyId });
-const ListQuery = PageQuery.extend({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
+const ListQuery = PageQuery.extend(ReadQuery.shape);
 
 /** An admin operation before the caller and the version are filled in. */
 type Unsigned<T> = T extends unknown ? Omit<T, 'v' | 'by'> : never;
@@ -111,14 +111,21 @@ export function adminApp(o: AdminOptions): Express {
     sendJson(res, created ? 201 : 200, applied.result.value);
   };
   const q = o.node.queries;
-  /** Makes local state current unless the caller asked for consistency=local. */
-  const barrier = async (req: Request) => {
-    if (req.query.consistency !== 'local') await o.node.readBarrier();
+  /** The query of a read that takes no other parameter. */
+  const readQuery = (req: Request) => parseRequest(ReadQuery, { ...(req.query as Record<string, unknown>) }, 'query');
+  /**
+   * Makes local state current unless the query asked for consistency=local, and says
+   * which in the Consistency header, as the agent plane's reads do.
+   */
+  const barrier = async (res: Response, query: z.infer<typeof ReadQuery>) => {
+    const local = query.consistency === 'local';
+    if (!local) await o.node.readBarrier();
+    res.setHeader('Consistency', local ? 'local' : 'linearizable');
   };
   /** A page of a table's records, for a list route; `view` shapes each item. */
-  const listed = async <T>(req: Request, prefix: string, view: (id: string, v: T) => unknown) => {
+  const listed = async <T>(req: Request, res: Response, prefix: string, view: (id: string, v: T) => unknown) => {
     const query = parseRequest(ListQuery, { ...(req.query as Record<string, unknown>) }, 'query');
-    await barrier(req);
+    await barrier(res, query);
     const page = await q.list<T>(prefix, { after: query.after, limit: query.limit ?? PAGE_LIMIT_DEFAULT });
     return { items: page.items.map(([id, v]) => view(id, v)), next: page.next };
   };
@@ -138,13 +145,13 @@ export function adminApp(o: AdminOptions): Express {
     await mutate(res, { type: 'RemoveTrustRoot', issuer }, false);
   });
   app.get('/admin/v1/trust-roots', async (req, res) => {
-    const { items, next } = await listed<TrustRoot>(req, TABLES.root.prefix, (_, t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key }));
+    const { items, next } = await listed<TrustRoot>(req, res, TABLES.root.prefix, (_, t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key }));
     sendJson(res, 200, { trust_roots: items, next });
   });
 
   app.post('/admin/v1/parties', ...body, async (req, res) => mutate(res, { type: 'AddParty', ...parseRequest(PartyRequest, req.body, 'party') }, true));
   app.get('/admin/v1/parties', async (req, res) => {
-    const { items, next } = await listed<Party>(req, TABLES.party.prefix, (id) => ({ id }));
+    const { items, next } = await listed<Party>(req, res, TABLES.party.prefix, (id) => ({ id }));
     sendJson(res, 200, { parties: items, next });
   });
   app.post('/admin/v1/agents', ...body, async (req, res) => mutate(res, { type: 'BindAgent', ...parseRequest(BindingRequest, req.body, 'agent binding') }, true));
@@ -153,19 +160,19 @@ export function adminApp(o: AdminOptions): Express {
     await mutate(res, { type: 'UnbindAgent', agent: agent_uri }, false);
   });
   app.get('/admin/v1/agents', async (req, res) => {
-    const { items, next } = await listed<string>(req, TABLES.agent.prefix, (agent, party) => ({ agent, party }));
+    const { items, next } = await listed<string>(req, res, TABLES.agent.prefix, (agent, party) => ({ agent, party }));
     sendJson(res, 200, { agents: items, next });
   });
   app.post('/admin/v1/accounts', ...body, async (req, res) => mutate(res, { type: 'OpenAccount', ...parseRequest(AccountRequest, req.body, 'account') }, true));
   app.get('/admin/v1/accounts/:id', async (req, res) => {
-    await barrier(req);
+    await barrier(res, readQuery(req));
     const a = await q.account(req.params.id!);
     if (!a) throw new ApiError('unknown_account', `No account ${req.params.id} exists.`);
     sendJson(res, 200, accountView(a));
   });
   app.post('/admin/v1/usages', ...body, async (req, res) => mutate(res, { type: 'OpenUsage', ...parseRequest(UsageRequest, req.body, 'usage balance') }, true));
   app.get('/admin/v1/usages/:id', async (req, res) => {
-    await barrier(req);
+    await barrier(res, readQuery(req));
     const u = await q.usage(req.params.id!);
     if (!u) throw new ApiError('unknown_usage', `No usage balance ${req.params.id} exists.`);
     sendJson(res, 200, { ...usageReport(u), owner: u.owner });
@@ -180,18 +187,18 @@ export function adminApp(o: AdminOptions): Express {
     });
   }
   app.get('/admin/v1/policies', async (req, res) => {
-    const { items, next } = await listed<Policy>(req, TABLES.policy.prefix, (_, p) => policyView(p));
+    const { items, next } = await listed<Policy>(req, res, TABLES.policy.prefix, (_, p) => policyView(p));
     sendJson(res, 200, { active: await q.activePolicyId(), policies: items, next });
   });
   app.get('/admin/v1/policies/:id', async (req, res) => {
-    await barrier(req);
+    await barrier(res, readQuery(req));
     const p = await q.policy(req.params.id!);
     if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
     sendJson(res, 200, policyView(p));
   });
   app.post('/admin/v1/policies/:id/dry-run', ...body, async (req, res) => {
     const r = parseRequest(DryRunRequest, req.body ?? {}, 'dry-run request');
-    await barrier(req);
+    await barrier(res, readQuery(req));
     const p = await q.policy(String(req.params.id));
     if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
     const page = await q.recorded({ before: r.before, limit: r.limit ?? PAGE_LIMIT_DEFAULT });
@@ -269,13 +276,13 @@ export function adminApp(o: AdminOptions): Express {
   });
 
   app.get('/admin/v1/log/digest', async (req, res) => {
-    await barrier(req);
+    await barrier(res, readQuery(req));
     const pos = o.node.position();
     sendJson(res, 200, { applied_index: pos.applied, tick: pos.tick, digest: pos.head, state_hash: pos.stateHash });
   });
   app.get('/admin/v1/feed', feedHandler(o.feeds));
   app.get('/admin/v1/log/export', async (req, res) => {
-    await barrier(req);
+    await barrier(res, readQuery(req));
     res.status(200).type('application/x-ndjson; charset=utf-8');
     for await (const line of o.node.journal()) {
       if (!res.write(`${line}\n`)) await new Promise((r) => res.once('drain', r));

@@ -16,7 +16,7 @@ import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, ReadCall } from './gateway.js';
 import { errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendText, type HttpMetrics } from './http.js';
 import type { Logger } from './log.js';
-import { PageQuery, intentEnvelope } from './wire.js';
+import { PageQuery, ReadQuery, intentEnvelope } from './wire.js';
 
 export interface FrontEndOptions {
   backend: AgentBackend;
@@ -31,7 +31,6 @@ export interface FrontEndOptions {
 // Path parameters, held to the same field schemas as the log's records.
 const TransactionParam = z.strictObject({ txn_id: TransactionId });
 const AccountParam = z.strictObject({ id: AccountId });
-const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
 const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text'], { error: 'must be json or text' }).optional() });
 const ObligationsQuery = ReadQuery.extend({
   state: z.enum(['owed', 'open', 'breached', 'discharged', 'all'], { error: 'must be owed, open, breached, discharged or all' }).optional(),

@@ -3,9 +3,10 @@
  * error handler that turns every failure into `{error, message}`, and one log line
  * and one metric per request.
  */
+import { isUtf8 } from 'node:buffer';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import express from 'express';
-import { JsonSyntaxError, parseJson, parseWith, stringifyJson } from '@apl/core';
+import { InexactNumberError, JsonSyntaxError, parseJson, parseWith, stringifyJson } from '@apl/core';
 import type { z } from 'zod';
 import { ApiError } from './errors.js';
 import type { Logger } from './log.js';
@@ -52,12 +53,20 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
       if (!/^application\/json\s*(;|$)/i.test(type)) {
         return next(new ApiError('malformed_request', 'The body must be JSON (Content-Type: application/json).'));
       }
+      const charset = CHARSET.exec(type)?.[1];
+      if (charset !== undefined && !/^"?utf-?8"?$/i.test(charset)) {
+        return next(new ApiError('malformed_request', `The body must be JSON in UTF-8, not ${charset} (Content-Type: application/json; charset=utf-8).`));
+      }
+      // Decoding replaces bytes that are not UTF-8 with U+FFFD: the text recorded (and
+      // the justification's hash) would not be what the caller sent.
+      if (!isUtf8(raw)) return next(new ApiError('malformed_request', 'The body is not valid UTF-8.'));
       const text = raw.toString('utf8');
       let body: unknown;
       try {
         body = parseJson(text);
       } catch (err) {
-        return next(new ApiError('malformed_request', `The body is not valid JSON: ${(err as JsonSyntaxError).message}.`));
+        const why = err instanceof InexactNumberError ? 'The body holds a number the ledger cannot read exactly' : 'The body is not valid JSON';
+        return next(new ApiError('malformed_request', `${why}: ${(err as JsonSyntaxError).message}.`));
       }
       const at = MAYBE_BEYOND_DOUBLE.test(text) ? nonFinite(body) : null;
       if (at !== null) {
@@ -68,6 +77,9 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
     },
   ];
 }
+
+/** The charset parameter of a Content-Type. */
+const CHARSET = /;\s*charset\s*=\s*([^;\s]*)/i;
 
 /**
  * Only a literal with an exponent of three digits or more, or with 309 digits or
@@ -113,6 +125,8 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  // The contract's paths are lower case: /API/V1/INTENTS is no route of it.
+  app.set('case sensitive routing', true);
   app.use(observe(plane, log, metrics));
   return app;
 }
@@ -158,8 +172,29 @@ function toApiError(err: unknown): ApiError {
   return ApiError.internal();
 }
 
-/** 404 for every route no plane serves. */
-export const notFound: RequestHandler = (req, _res, next) => {
-  next(new ApiError('not_found', `No route ${req.method} ${req.path}.`));
+/**
+ * The last route: 405 with Allow for a path the plane serves with other methods, 404
+ * for one it does not serve at all.
+ */
+export const notFound: RequestHandler = (req, res, next) => {
+  const allowed = allowedMethods(req.app, req.path);
+  if (allowed.length === 0) return next(new ApiError('not_found', `No route ${req.method} ${req.path}.`));
+  res.setHeader('Allow', allowed.join(', '));
+  next(new ApiError('method_not_allowed', `${req.path} answers ${allowed.join(', ')}, not ${req.method}.`));
 };
+
+/** What Express keeps of a route: its path matcher and its methods. */
+type RouteLayer = { route?: { methods: Record<string, boolean> }; match(path: string): unknown };
+
+/** The methods the app's routes answer at `path` (HEAD wherever GET is), sorted. */
+function allowedMethods(app: express.Application, path: string): string[] {
+  const stack = (app as unknown as { router?: { stack?: RouteLayer[] } }).router?.stack ?? [];
+  const methods = new Set<string>();
+  for (const layer of stack) {
+    if (!layer.route || !layer.match(path)) continue;
+    for (const m of Object.keys(layer.route.methods)) if (m !== '_all') methods.add(m.toUpperCase());
+  }
+  if (methods.has('GET')) methods.add('HEAD');
+  return [...methods].sort();
+}
 

@@ -6,6 +6,7 @@
  * closed after `keep_alive_timeout_ms`, and at most `connections_max` connections are
  * open at once (Node.js closes one beyond it as soon as it is accepted).
  */
+import { maxHeaderSize, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer, type Server, type ServerOptions } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from './config.js';
@@ -29,9 +30,15 @@ export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
 
 /**
  * A request Node's HTTP parser refuses (a bad request line, headers too large) never
- * reaches Express; it is answered here with the same `{error, message}` body.
+ * reaches Express; it is answered here with the same `{error, message}` body, and so
+ * is an `Expect` header other than 100-continue (Node.js would answer 417 with no body).
  */
 function answerParseErrors(server: Server): void {
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const body = JSON.stringify({ error: 'expectation_failed', message: `Expect: ${String(req.headers.expect)} is not supported; only 100-continue is.` });
+    res.writeHead(417, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
+    res.end(req.method === 'HEAD' ? undefined : body);
+  });
   // A response to HEAD has no body, so the answer needs the refused request's method.
   // The chunk that failed may be the middle of a long request line, so each socket
   // remembers how the request it is reading began: the first bytes after the previous
@@ -56,10 +63,13 @@ function answerParseErrors(server: Server): void {
       return;
     }
     // A request not all in by http.headers_timeout_ms or http.request_timeout_ms (listener.ts).
-    const late = (err as { code?: string }).code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    const code = (err as { code?: string }).code;
+    const late = code === 'ERR_HTTP_REQUEST_TIMEOUT';
     const body = JSON.stringify(late
       ? { error: 'request_timeout', message: 'The request was not all received in time; the connection is closed.' }
-      : { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
+      : code === 'HPE_HEADER_OVERFLOW'
+        ? { error: 'malformed_request', message: `The request line and headers are larger than the ${maxHeaderSize} bytes this node reads.` }
+        : { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
     const head = (starts.get(socket as Socket) ?? err.rawPacket?.subarray(0, 5).toString('latin1')) === 'HEAD ';
     socket.end(`HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
   });

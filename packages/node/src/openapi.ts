@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { LIMITS, parseJson, stringifyJson } from '@apl/core';
+import { LIMITS, REQUIRED_ROLES, parseJson, stringifyJson, type AdminOperation } from '@apl/core';
 import { ConfigSchema } from './config.js';
 import { STATUS, type ErrorCode } from './errors.js';
 import * as w from './wire.js';
@@ -79,11 +79,14 @@ function components(inputs: Schemas, outputs: Schemas): Json {
 
 /**
  * Every route: a request Node's HTTP parser cannot read (a bad request line, headers
- * over the limit) is answered 400 before any route sees it (node.ts), and so is a
+ * over the limit) is answered 400 before any route sees it (listener.ts), and so is a
  * path whose percent-encoding is broken (http.ts); one not all in within the
- * listener's timeouts is answered 408 and its connection closed (listener.ts).
+ * listener's timeouts is answered 408 and its connection closed, and one with an
+ * `Expect` other than 100-continue 417 (listener.ts). A method the path is not served
+ * with is answered 405 with Allow (http.ts notFound): it is no operation of this
+ * document, so no operation lists it.
  */
-const UNREADABLE: ErrorCode[] = ['malformed_request', 'request_timeout'];
+const UNREADABLE: ErrorCode[] = ['malformed_request', 'request_timeout', 'expectation_failed'];
 /** A JSON body (http.ts jsonBody): not JSON, not application/json, or over limits.body_bytes_max. */
 const BODY: ErrorCode[] = ['malformed_request', 'payload_too_large'];
 /**
@@ -128,6 +131,13 @@ function retryAfter(responses: Json): Json {
 }
 
 const json = (name: string, description: string) => ({ description, content: { 'application/json': { schema: ref(name) } } });
+/** Who may propose an admin operation, as the commit point checks it: "(operator or author)". */
+const by = (type: AdminOperation['type']) => `(${REQUIRED_ROLES[type].join(' or ')})`;
+/** The answer of a read that takes `consistency`: it says which it served. */
+const consistent = (response: Json): Json => ({
+  ...response,
+  headers: { Consistency: { description: 'linearizable or local: the consistency this read was served with.', required: true, schema: { type: 'string', enum: ['linearizable', 'local'] } } },
+});
 const body = (name: string) => ({ required: true, content: { 'application/json': { schema: ref(name) } } });
 const optionalBody = (name: string) => ({ required: false, content: { 'application/json': { schema: ref(name) } } });
 const pathParam = (name: string, description: string) => ({ name, in: 'path', required: true, schema: { type: 'string' }, description });
@@ -184,14 +194,14 @@ export function agentDocument(): Json {
         get: {
           operationId: 'getTransaction', summary: 'A committed transaction of the attested party and its provenance.',
           parameters: [pathParam('txn_id', 'Transaction id (txn_...).'), consistency],
-          responses: { 200: json('TransactionView', 'The transaction.'), ...errors(AGENT_READ, ['unknown_transaction']) },
+          responses: { 200: consistent(json('TransactionView', 'The transaction.')), ...errors(AGENT_READ, ['unknown_transaction']) },
         },
       },
       '/api/v1/accounts/{id}/balance': {
         get: {
           operationId: 'getAccountBalance', summary: 'Debit, credit and net totals per currency of an account of the attested party.',
           parameters: [pathParam('id', 'Account id (acc_...).'), consistency],
-          responses: { 200: json('AccountBalance', 'The balance.'), ...errors(AGENT_READ, ['unknown_account']) },
+          responses: { 200: consistent(json('AccountBalance', 'The balance.')), ...errors(AGENT_READ, ['unknown_account']) },
         },
       },
       '/api/v1/obligations': {
@@ -201,14 +211,14 @@ export function agentDocument(): Json {
             name: 'state', in: 'query', required: false, schema: { type: 'string', enum: ['owed', 'open', 'breached', 'discharged', 'all'] },
             description: 'owed (default): open obligations and breached repair duties, all in one page by deadline; the other states page through the party\'s obligations in id order.',
           }, ...pageParams, consistency],
-          responses: { 200: json('ObligationList', 'A page of obligations.'), ...errors(AGENT_READ) },
+          responses: { 200: consistent(json('ObligationList', 'A page of obligations.')), ...errors(AGENT_READ) },
         },
       },
       '/api/v1/policies/active': {
         get: {
           operationId: 'getActivePolicy', summary: 'The policy in force. Re-read it after a pin failure.',
           parameters: [consistency],
-          responses: { 200: json('Policy', 'The active policy.'), ...errors(AGENT_READ, ['unknown_policy']) },
+          responses: { 200: consistent(json('Policy', 'The active policy.')), ...errors(AGENT_READ, ['unknown_policy']) },
         },
       },
       '/api/v1/usages/{id}': {
@@ -219,10 +229,10 @@ export function agentDocument(): Json {
             description: 'json (default), or text for the narration alone as text/plain.',
           }, consistency],
           responses: {
-            200: {
+            200: consistent({
               description: 'The usage balance report, or its narration with format=text.',
               content: { 'application/json': { schema: ref('UsageReport') }, 'text/plain': { schema: { type: 'string' } } },
-            },
+            }),
             ...errors(['invalid_usage_id'], AGENT_READ, ['unknown_usage']),
           },
         },
@@ -230,11 +240,11 @@ export function agentDocument(): Json {
       '/api/openapi.json': {
         get: { operationId: 'getOpenApi', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the agent plane.' }, ...errors() } },
       },
-      '/healthz': { get: { operationId: 'health', summary: 'The process is up.', ...PUBLIC, responses: { 200: { description: 'Up.' }, ...errors() } } },
+      '/healthz': { get: { operationId: 'health', summary: 'The process is up.', ...PUBLIC, responses: { 200: json('Health', 'Up.'), ...errors() } } },
       '/readyz': {
         get: {
           operationId: 'ready', summary: 'Member of a group with a known primary, log applied.', ...PUBLIC,
-          responses: { 200: { description: 'Ready.' }, ...errors(), 503: { description: 'Not ready.' } },
+          responses: { 200: json('Readiness', 'Ready.'), ...errors(), 503: json('Readiness', 'Not ready: no primary known, the log not applied yet, or a reason given.') },
         },
       },
     },
@@ -252,7 +262,7 @@ export function agentDocument(): Json {
         {
           Outcome: w.Outcome, PendingObligation: w.PendingObligation, Provenance: w.Provenance, TransactionView: w.TransactionView,
           AccountBalance: w.AccountBalance, UsageReport: w.UsageReport, ObligationList: w.ObligationList, ObligationView: w.ObligationView,
-          Policy: w.PolicyView, Error: w.ErrorBody,
+          Policy: w.PolicyView, Health: w.HealthView, Readiness: w.ReadinessView, Error: w.ErrorBody,
         },
       ),
     },
@@ -264,17 +274,17 @@ export function adminDocument(): Json {
   const create = (id: string, summary: string, req: string, res: string, codes: ErrorCode[]) => ({
     post: { operationId: id, summary, ...tag(id), requestBody: body(req), responses: { 201: json(res, 'Created.'), ...errors(BODY, ADMIN_WRITE, ['already_exists'], codes) } },
   });
-  const lifecycle = (step: string) => ({
+  const lifecycle = (step: string, type: AdminOperation['type']) => ({
     post: {
-      operationId: `${step}Policy`, summary: `${step} a policy (four eyes: the reviewer is not the author; the approver is neither).`,
+      operationId: `${step}Policy`, summary: `${step} a policy ${by(type)}; four eyes: the reviewer is not the author, the approver is neither.`,
       parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('LifecycleRequest'),
       responses: { 200: json('Policy', 'The policy after the step.'), ...errors(BODY, ADMIN_WRITE, ['unknown_policy', 'invalid_transition']) },
     },
   });
   const list = (id: string, summary: string, item: string, key: string) => ({
     get: {
-      operationId: id, summary, parameters: pageParams,
-      responses: { 200: { description: `${summary} A page, in id order.`, content: { 'application/json': { schema: { type: 'object', properties: { [key]: { type: 'array', items: ref(item) }, next: nextCursor }, required: [key, 'next'] } } } }, ...errors(ADMIN_READ) },
+      operationId: id, summary, parameters: [...pageParams, consistency],
+      responses: { 200: consistent({ description: `${summary} A page, in id order.`, content: { 'application/json': { schema: { type: 'object', properties: { [key]: { type: 'array', items: ref(item) }, next: nextCursor }, required: [key, 'next'] } } } }), ...errors(ADMIN_READ) },
     },
   });
   return {
@@ -287,31 +297,31 @@ export function adminDocument(): Json {
     security: [{ admin: [] }],
     paths: {
       '/admin/v1/trust-roots': {
-        ...create('addTrustRoot', 'Register an issuer of attestations and its Ed25519 key (PEM or PASERK k4.public).', 'TrustRootRequest', 'TrustRoot', []),
+        ...create('addTrustRoot', `Register an issuer of attestations and its Ed25519 key (PEM or PASERK k4.public) ${by('AddTrustRoot')}.`, 'TrustRootRequest', 'TrustRoot', []),
         ...list('listTrustRoots', 'The trust roots.', 'TrustRoot', 'trust_roots'),
       },
       '/admin/v1/trust-roots/{issuer}': {
-        delete: { operationId: 'removeTrustRoot', summary: 'Remove a trust root; its attestations are refused from then on.', parameters: [pathParam('issuer', 'Issuer name.')], responses: { 200: json('TrustRoot', 'Removed.'), ...errors(ADMIN_WRITE, ['unknown_trust_root']) } },
+        delete: { operationId: 'removeTrustRoot', summary: `Remove a trust root ${by('RemoveTrustRoot')}; its attestations are refused from then on.`, parameters: [pathParam('issuer', 'Issuer name.')], responses: { 200: json('TrustRoot', 'Removed.'), ...errors(ADMIN_WRITE, ['unknown_trust_root']) } },
       },
-      '/admin/v1/parties': { ...create('addParty', 'Create a party.', 'PartyRequest', 'Party', []), ...list('listParties', 'The parties.', 'Party', 'parties') },
-      '/admin/v1/agents': { ...create('bindAgent', 'Bind an agent URI to a party.', 'BindingRequest', 'Binding', ['unknown_party']), ...list('listAgents', 'The agent bindings.', 'Binding', 'agents') },
+      '/admin/v1/parties': { ...create('addParty', `Create a party ${by('AddParty')}.`, 'PartyRequest', 'Party', []), ...list('listParties', 'The parties.', 'Party', 'parties') },
+      '/admin/v1/agents': { ...create('bindAgent', `Bind an agent URI to a party ${by('BindAgent')}.`, 'BindingRequest', 'Binding', ['unknown_party']), ...list('listAgents', 'The agent bindings.', 'Binding', 'agents') },
       '/admin/v1/agents/{agent_uri}': {
-        delete: { operationId: 'unbindAgent', summary: 'Unbind an agent (URL-encode the URI).', parameters: [pathParam('agent_uri', 'Agent URI, URL-encoded.')], responses: { 200: json('Binding', 'Unbound.'), ...errors(ADMIN_WRITE, ['unknown_binding']) } },
+        delete: { operationId: 'unbindAgent', summary: `Unbind an agent ${by('UnbindAgent')}; URL-encode the URI.`, parameters: [pathParam('agent_uri', 'Agent URI, URL-encoded.')], responses: { 200: json('Binding', 'Unbound.'), ...errors(ADMIN_WRITE, ['unknown_binding']) } },
       },
-      '/admin/v1/accounts': create('openAccount', 'Open an account, owned by a party or a house account.', 'AccountRequest', 'AccountBalance', ['unknown_party']),
-      '/admin/v1/accounts/{id}': { get: { operationId: 'getAccount', summary: 'An account (not party-scoped).', parameters: [pathParam('id', 'Account id.')], responses: { 200: json('AccountBalance', 'The account.'), ...errors(ADMIN_READ, ['unknown_account']) } } },
-      '/admin/v1/usages': create('openUsage', 'Open a usage balance in one currency, with an owner or none.', 'UsageRequest', 'AdminUsageReport', ['unknown_party']),
-      '/admin/v1/usages/{id}': { get: { operationId: 'getUsageAdmin', summary: 'A usage balance (not party-scoped).', parameters: [pathParam('id', 'Usage-balance id.')], responses: { 200: json('AdminUsageReport', 'The balance.'), ...errors(ADMIN_READ, ['unknown_usage']) } } },
+      '/admin/v1/accounts': create('openAccount', `Open an account, owned by a party or a house account ${by('OpenAccount')}.`, 'AccountRequest', 'AccountBalance', ['unknown_party']),
+      '/admin/v1/accounts/{id}': { get: { operationId: 'getAccount', summary: 'An account (not party-scoped).', parameters: [pathParam('id', 'Account id.'), consistency], responses: { 200: consistent(json('AccountBalance', 'The account.')), ...errors(ADMIN_READ, ['unknown_account']) } } },
+      '/admin/v1/usages': create('openUsage', `Open a usage balance in one currency, with an owner or none ${by('OpenUsage')}.`, 'UsageRequest', 'AdminUsageReport', ['unknown_party']),
+      '/admin/v1/usages/{id}': { get: { operationId: 'getUsageAdmin', summary: 'A usage balance (not party-scoped).', parameters: [pathParam('id', 'Usage-balance id.'), consistency], responses: { 200: consistent(json('AdminUsageReport', 'The balance.')), ...errors(ADMIN_READ, ['unknown_usage']) } } },
       '/admin/v1/policies': {
-        ...create('draftPolicy', 'Draft a policy (author). The bundle is checked now.', 'PolicyRequest', 'Policy', ['invalid_policy']),
-        get: { operationId: 'listPolicies', summary: 'The policies, a page at a time in id order, and the active one.', parameters: pageParams, responses: { 200: { description: 'A page of policies.', content: { 'application/json': { schema: { type: 'object', properties: { active: { type: ['string', 'null'] }, policies: { type: 'array', items: ref('Policy') }, next: nextCursor }, required: ['active', 'policies', 'next'] } } } }, ...errors(ADMIN_READ) } },
+        ...create('draftPolicy', `Draft a policy ${by('DraftPolicy')}. The bundle is checked now.`, 'PolicyRequest', 'Policy', ['invalid_policy']),
+        get: { operationId: 'listPolicies', summary: 'The policies, a page at a time in id order, and the active one.', parameters: [...pageParams, consistency], responses: { 200: consistent({ description: 'A page of policies.', content: { 'application/json': { schema: { type: 'object', properties: { active: { type: ['string', 'null'] }, policies: { type: 'array', items: ref('Policy') }, next: nextCursor }, required: ['active', 'policies', 'next'] } } } }), ...errors(ADMIN_READ) } },
       },
-      '/admin/v1/policies/{id}': { get: { operationId: 'getPolicy', summary: 'A policy and its history.', parameters: [pathParam('id', 'Policy id.')], responses: { 200: json('Policy', 'The policy.'), ...errors(ADMIN_READ, ['unknown_policy']) } } },
-      '/admin/v1/policies/{id}/review': lifecycle('review'),
-      '/admin/v1/policies/{id}/approve': lifecycle('approve'),
-      '/admin/v1/policies/{id}/activate': lifecycle('activate'),
+      '/admin/v1/policies/{id}': { get: { operationId: 'getPolicy', summary: 'A policy and its history.', parameters: [pathParam('id', 'Policy id.'), consistency], responses: { 200: consistent(json('Policy', 'The policy.')), ...errors(ADMIN_READ, ['unknown_policy']) } } },
+      '/admin/v1/policies/{id}/review': lifecycle('review', 'ReviewPolicy'),
+      '/admin/v1/policies/{id}/approve': lifecycle('approve', 'ApprovePolicy'),
+      '/admin/v1/policies/{id}/activate': lifecycle('activate', 'ActivatePolicy'),
       '/admin/v1/policies/{id}/dry-run': {
-        post: { operationId: 'dryRunPolicy', summary: 'Judge recorded intents under this policy\'s rules, read-only: the most recent `limit` (at most 1000), then older pages with `before`.', parameters: [pathParam('id', 'Policy id.')], requestBody: optionalBody('DryRunRequest'), responses: { 200: json('DryRunReport', 'The verdicts that would change.'), ...errors(BODY, ADMIN_READ, ['unknown_policy', 'invalid_policy']) } },
+        post: { operationId: 'dryRunPolicy', summary: 'Judge recorded intents under this policy\'s rules, read-only: the most recent `limit` (at most 1000), then older pages with `before`.', parameters: [pathParam('id', 'Policy id.'), consistency], requestBody: optionalBody('DryRunRequest'), responses: { 200: consistent(json('DryRunReport', 'The verdicts that would change.')), ...errors(BODY, ADMIN_READ, ['unknown_policy', 'invalid_policy']) } },
       },
       '/admin/v1/cluster': { get: { operationId: 'getCluster', summary: 'Voters, learners, each member\'s role, addresses and lag, term, commit and applied index.', responses: { 200: json('Cluster', 'The group as this member sees it.'), ...errors(ADMIN) } } },
       '/admin/v1/cluster/transfer-leadership': {
@@ -355,11 +365,12 @@ export function adminDocument(): Json {
           responses: { 200: json('MembershipChange', 'The member was removed.'), ...errors(ADMIN_WRITE, ['not_found', 'invalid_transition']) },
         },
       },
-      '/admin/v1/log/digest': { get: { operationId: 'getDigest', summary: 'The hash-chain head (ledger digest), the applied index and the state hash.', responses: { 200: json('Digest', 'The digest.'), ...errors(ADMIN_READ) } } },
+      '/admin/v1/log/digest': { get: { operationId: 'getDigest', summary: 'The hash-chain head (ledger digest), the applied index and the state hash.', parameters: [consistency], responses: { 200: consistent(json('Digest', 'The digest.')), ...errors(ADMIN_READ) } } },
       '/admin/v1/log/export': {
         get: {
           operationId: 'exportLog', summary: 'Every applied operation as NDJSON {index, op, result, entry_hash}, for audit and replay.',
-          responses: { 200: { description: 'One canonical JSON record per line.', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, ...errors(ADMIN_READ) },
+          parameters: [consistency],
+          responses: { 200: consistent({ description: 'One canonical JSON record per line.', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }), ...errors(ADMIN_READ) },
         },
       },
       '/admin/v1/feed': {
@@ -387,7 +398,7 @@ export function adminDocument(): Json {
       '/admin/openapi.json': {
         get: { operationId: 'getOpenApiAdmin', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the administrative plane.' }, ...errors() } },
       },
-      '/metrics': { get: { operationId: 'metrics', summary: 'Prometheus metrics.', ...PUBLIC, responses: { 200: { description: 'Metrics in the Prometheus text format.' }, ...errors() } } },
+      '/metrics': { get: { operationId: 'metrics', summary: 'Prometheus metrics.', ...PUBLIC, responses: { 200: { description: 'Metrics in the Prometheus text format (version 0.0.4).', content: { 'text/plain': { schema: { type: 'string' } } } }, ...errors() } } },
     },
     components: {
       securitySchemes: {

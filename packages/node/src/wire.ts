@@ -31,6 +31,8 @@ export function intentEnvelope(entriesMax: number) {
 export type IntentEnvelope = z.output<ReturnType<typeof intentEnvelope>>;
 
 /** The page of a list: at most `limit` items (1 to 1000, default 100), after the cursor `after` of the previous page. */
+/** The query of a read: linearizable (the default) or this replica's state as it is (`local`). */
+export const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
 export const PageQuery = z.strictObject({
   limit: z.string().regex(/^[1-9][0-9]{0,3}$/, 'must be an integer from 1 to 1000').transform(Number)
     .refine((n) => n <= 1000, 'must be an integer from 1 to 1000').optional()
@@ -194,5 +196,17 @@ export const MembershipChangeView = ClusterView.extend({
   change: z.enum(['addLearner', 'promote', 'remove']),
   id: z.string().meta({ description: 'The member the change names.' }),
   index: z.number().int().meta({ description: 'The log index of the change, applied on this replica before the answer.' }),
+});
+/** GET /healthz: the process is up and its event loop answers. */
+export const HealthView = z.strictObject({ status: z.literal('ok') });
+/** GET /readyz: whether this replica serves, and what it knows of its group. */
+export const ReadinessView = z.strictObject({
+  status: z.enum(['ready', 'not ready']),
+  node: z.string(),
+  role: z.enum(['leader', 'follower', 'preCandidate', 'candidate']).meta({ description: 'This replica\'s Raft role.' }),
+  leader: z.string().nullable().meta({ description: 'The primary this replica knows of; null during an election.' }),
+  commit_index: z.number().int(),
+  applied_index: z.number().int(),
+  reason: z.string().optional().meta({ description: 'Why it does not serve when waiting will not change it: not added to the group yet, removed from it, or its replica stopped.' }),
 });
 export const DigestView = z.strictObject({ applied_index: z.number().int(), tick, digest: Sha256Hex, state_hash: Sha256Hex });

@@ -28,7 +28,7 @@ export type paths = {
         };
         get?: never;
         put?: never;
-        /** Open an account, owned by a party or a house account. */
+        /** Open an account, owned by a party or a house account (operator). */
         post: operations["openAccount"];
         delete?: never;
         options?: never;
@@ -63,7 +63,7 @@ export type paths = {
         /** The agent bindings. */
         get: operations["listAgents"];
         put?: never;
-        /** Bind an agent URI to a party. */
+        /** Bind an agent URI to a party (operator). */
         post: operations["bindAgent"];
         delete?: never;
         options?: never;
@@ -81,7 +81,7 @@ export type paths = {
         get?: never;
         put?: never;
         post?: never;
-        /** Unbind an agent (URL-encode the URI). */
+        /** Unbind an agent (operator); URL-encode the URI. */
         delete: operations["unbindAgent"];
         options?: never;
         head?: never;
@@ -249,7 +249,7 @@ export type paths = {
         /** The parties. */
         get: operations["listParties"];
         put?: never;
-        /** Create a party. */
+        /** Create a party (operator). */
         post: operations["addParty"];
         delete?: never;
         options?: never;
@@ -301,7 +301,7 @@ export type paths = {
         };
         get?: never;
         put?: never;
-        /** activate a policy (four eyes: the reviewer is not the author; the approver is neither). */
+        /** activate a policy (operator or approver); four eyes: the reviewer is not the author, the approver is neither. */
         post: operations["activatePolicy"];
         delete?: never;
         options?: never;
@@ -318,7 +318,7 @@ export type paths = {
         };
         get?: never;
         put?: never;
-        /** approve a policy (four eyes: the reviewer is not the author; the approver is neither). */
+        /** approve a policy (approver); four eyes: the reviewer is not the author, the approver is neither. */
         post: operations["approvePolicy"];
         delete?: never;
         options?: never;
@@ -352,7 +352,7 @@ export type paths = {
         };
         get?: never;
         put?: never;
-        /** review a policy (four eyes: the reviewer is not the author; the approver is neither). */
+        /** review a policy (reviewer); four eyes: the reviewer is not the author, the approver is neither. */
         post: operations["reviewPolicy"];
         delete?: never;
         options?: never;
@@ -370,7 +370,7 @@ export type paths = {
         /** The trust roots. */
         get: operations["listTrustRoots"];
         put?: never;
-        /** Register an issuer of attestations and its Ed25519 key (PEM or PASERK k4.public). */
+        /** Register an issuer of attestations and its Ed25519 key (PEM or PASERK k4.public) (operator or author). */
         post: operations["addTrustRoot"];
         delete?: never;
         options?: never;
@@ -388,7 +388,7 @@ export type paths = {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a trust root; its attestations are refused from then on. */
+        /** Remove a trust root (operator or author); its attestations are refused from then on. */
         delete: operations["removeTrustRoot"];
         options?: never;
         head?: never;
@@ -404,7 +404,7 @@ export type paths = {
         };
         get?: never;
         put?: never;
-        /** Open a usage balance in one currency, with an owner or none. */
+        /** Open a usage balance in one currency, with an owner or none (operator). */
         post: operations["openUsage"];
         delete?: never;
         options?: never;
@@ -551,7 +551,7 @@ export type components = {
         /** @description Every error: a code, a plain English message, and the extra fields of its code. */
         Error: {
             /** @enum {string} */
-            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "request_timeout" | "payload_too_large" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
+            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "expectation_failed" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
             message: string;
         } & {
             [key: string]: unknown;
@@ -703,6 +703,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
         };
     };
     openAccount: {
@@ -811,6 +823,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -851,7 +875,10 @@ export interface operations {
     };
     getAccount: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
+            };
             header?: never;
             path: {
                 /** @description Account id. */
@@ -864,6 +891,8 @@ export interface operations {
             /** @description The account. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -930,6 +959,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -973,6 +1014,8 @@ export interface operations {
             query?: {
                 /** @description The `next` of the previous page: this page continues after it. */
                 after?: string;
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
                 /** @description The most items in the page: 1 to 1000 (default 100). */
                 limit?: number;
             };
@@ -985,6 +1028,8 @@ export interface operations {
             /** @description The agent bindings. A page, in id order. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1040,6 +1085,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -1187,6 +1244,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1306,6 +1375,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1410,6 +1491,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
         };
     };
     addMember: {
@@ -1503,6 +1596,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "payload_too_large";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -1637,6 +1742,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1765,6 +1882,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "invalid_transition";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -1909,6 +2038,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1996,6 +2137,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `feed_unavailable` */
             503: {
                 headers: {
@@ -2012,7 +2165,10 @@ export interface operations {
     };
     getDigest: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2022,6 +2178,8 @@ export interface operations {
             /** @description The digest. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2076,6 +2234,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -2116,7 +2286,10 @@ export interface operations {
     };
     exportLog: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2126,6 +2299,8 @@ export interface operations {
             /** @description One canonical JSON record per line. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2180,6 +2355,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -2223,6 +2410,8 @@ export interface operations {
             query?: {
                 /** @description The `next` of the previous page: this page continues after it. */
                 after?: string;
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
                 /** @description The most items in the page: 1 to 1000 (default 100). */
                 limit?: number;
             };
@@ -2235,6 +2424,8 @@ export interface operations {
             /** @description The parties. A page, in id order. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2290,6 +2481,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -2425,6 +2628,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -2468,6 +2683,8 @@ export interface operations {
             query?: {
                 /** @description The `next` of the previous page: this page continues after it. */
                 after?: string;
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
                 /** @description The most items in the page: 1 to 1000 (default 100). */
                 limit?: number;
             };
@@ -2480,6 +2697,8 @@ export interface operations {
             /** @description A page of policies. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2536,6 +2755,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -2671,6 +2902,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -2711,7 +2954,10 @@ export interface operations {
     };
     getPolicy: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
+            };
             header?: never;
             path: {
                 /** @description Policy id. */
@@ -2724,6 +2970,8 @@ export interface operations {
             /** @description The policy. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -2787,6 +3035,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -2937,6 +3197,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -3084,6 +3356,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -3124,7 +3408,10 @@ export interface operations {
     };
     dryRunPolicy: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
+            };
             header?: never;
             path: {
                 /** @description Policy id. */
@@ -3141,6 +3428,8 @@ export interface operations {
             /** @description The verdicts that would change. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -3216,6 +3505,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "payload_too_large";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -3366,6 +3667,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -3409,6 +3722,8 @@ export interface operations {
             query?: {
                 /** @description The `next` of the previous page: this page continues after it. */
                 after?: string;
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
                 /** @description The most items in the page: 1 to 1000 (default 100). */
                 limit?: number;
             };
@@ -3421,6 +3736,8 @@ export interface operations {
             /** @description The trust roots. A page, in id order. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -3476,6 +3793,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -3611,6 +3940,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -3727,6 +4068,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -3874,6 +4227,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -3914,7 +4279,10 @@ export interface operations {
     };
     getUsageAdmin: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
+                consistency?: "linearizable" | "local";
+            };
             header?: never;
             path: {
                 /** @description Usage-balance id. */
@@ -3927,6 +4295,8 @@ export interface operations {
             /** @description The balance. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -3993,6 +4363,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -4040,12 +4422,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Metrics in the Prometheus text format. */
+            /** @description Metrics in the Prometheus text format (version 0.0.4). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/plain": string;
+                };
             };
             /** @description `malformed_request` */
             400: {
@@ -4068,6 +4452,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };

@@ -178,10 +178,14 @@ export type components = {
         /** @description Every error: a code, a plain English message, and the extra fields of its code. */
         Error: {
             /** @enum {string} */
-            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "request_timeout" | "payload_too_large" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
+            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "expectation_failed" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
             message: string;
         } & {
             [key: string]: unknown;
+        };
+        Health: {
+            /** @constant */
+            status: "ok";
         };
         IntentEnvelope: {
             action: {
@@ -331,6 +335,22 @@ export type components = {
             tick: number;
             winning_rule: string;
         };
+        Readiness: {
+            applied_index: number;
+            commit_index: number;
+            /** @description The primary this replica knows of; null during an election. */
+            leader: string | null;
+            node: string;
+            /** @description Why it does not serve when waiting will not change it: not added to the group yet, removed from it, or its replica stopped. */
+            reason?: string;
+            /**
+             * @description This replica's Raft role.
+             * @enum {string}
+             */
+            role: "leader" | "follower" | "preCandidate" | "candidate";
+            /** @enum {string} */
+            status: "ready" | "not ready";
+        };
         TransactionView: {
             action: {
                 action: string;
@@ -449,6 +469,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
         };
     };
     getAccountBalance: {
@@ -469,6 +501,8 @@ export interface operations {
             /** @description The balance. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -532,6 +566,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -669,6 +715,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -742,6 +800,8 @@ export interface operations {
             /** @description A page of obligations. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -793,6 +853,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -849,6 +921,8 @@ export interface operations {
             /** @description The active policy. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -915,6 +989,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -971,6 +1057,8 @@ export interface operations {
             /** @description The transaction. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1037,6 +1125,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1095,6 +1195,8 @@ export interface operations {
             /** @description The usage balance report, or its narration with format=text. */
             200: {
                 headers: {
+                    /** @description linearizable or local: the consistency this read was served with. */
+                    Consistency: "linearizable" | "local";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1162,6 +1264,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
             /** @description `not_primary` */
             421: {
                 headers: {
@@ -1214,7 +1328,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
             };
             /** @description `malformed_request` */
             400: {
@@ -1237,6 +1353,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "request_timeout";
+                    };
+                };
+            };
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
                     };
                 };
             };
@@ -1256,7 +1384,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
             };
             /** @description `malformed_request` */
             400: {
@@ -1282,12 +1412,26 @@ export interface operations {
                     };
                 };
             };
-            /** @description Not ready. */
+            /** @description `expectation_failed` */
+            417: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "expectation_failed";
+                    };
+                };
+            };
+            /** @description Not ready: no primary known, the log not applied yet, or a reason given. */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
             };
         };
     };

@@ -4,7 +4,7 @@
 import { ApiError, type ErrorBodyOf } from '../errors.js';
 
 /** Every error code the documents name, in their order. */
-export const ERROR_CODES = ["malformed_request","invalid_usage_id","invalid_policy","unknown_agent","unauthorized","attestation","forbidden","unknown_transaction","unknown_account","unknown_usage","unknown_party","unknown_binding","unknown_trust_root","unknown_policy","not_found","stale_policy","policy_pin_mismatch","no_active_policy","already_exists","invalid_transition","request_timeout","payload_too_large","rate_limited","not_primary","invalid_agent_uri","capability_mapping","multi_currency_mandate_charge","substrate_rejected","gateway_error","internal_error","commit_unavailable","feed_unavailable"] as const;
+export const ERROR_CODES = ["malformed_request","invalid_usage_id","invalid_policy","unknown_agent","unauthorized","attestation","forbidden","unknown_transaction","unknown_account","unknown_usage","unknown_party","unknown_binding","unknown_trust_root","unknown_policy","not_found","stale_policy","policy_pin_mismatch","no_active_policy","already_exists","invalid_transition","method_not_allowed","request_timeout","payload_too_large","expectation_failed","rate_limited","not_primary","invalid_agent_uri","capability_mapping","multi_currency_mandate_charge","substrate_rejected","gateway_error","internal_error","commit_unavailable","feed_unavailable"] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** The node answered `malformed_request`. */
@@ -107,6 +107,11 @@ export class InvalidTransitionError extends ApiError<'invalid_transition'> {
   override readonly name = 'InvalidTransitionError';
 }
 
+/** The node answered `method_not_allowed`. */
+export class MethodNotAllowedError extends ApiError<'method_not_allowed'> {
+  override readonly name = 'MethodNotAllowedError';
+}
+
 /** The node answered `request_timeout`. */
 export class RequestTimeoutError extends ApiError<'request_timeout'> {
   override readonly name = 'RequestTimeoutError';
@@ -115,6 +120,11 @@ export class RequestTimeoutError extends ApiError<'request_timeout'> {
 /** The node answered `payload_too_large`. */
 export class PayloadTooLargeError extends ApiError<'payload_too_large'> {
   override readonly name = 'PayloadTooLargeError';
+}
+
+/** The node answered `expectation_failed`. */
+export class ExpectationFailedError extends ApiError<'expectation_failed'> {
+  override readonly name = 'ExpectationFailedError';
 }
 
 /** The node answered `rate_limited`. */
@@ -189,8 +199,10 @@ export const ERROR_CLASSES: { [C in ErrorCode]: new (status: number, body: Error
   no_active_policy: NoActivePolicyError,
   already_exists: AlreadyExistsError,
   invalid_transition: InvalidTransitionError,
+  method_not_allowed: MethodNotAllowedError,
   request_timeout: RequestTimeoutError,
   payload_too_large: PayloadTooLargeError,
+  expectation_failed: ExpectationFailedError,
   rate_limited: RateLimitedError,
   not_primary: NotPrimaryError,
   invalid_agent_uri: InvalidAgentUriError,
