@@ -45,10 +45,13 @@ async function refused(t: Test, who: keyof typeof TOKENS, method: string, path: 
   t.equal((await digest()).digest, before.digest, 'the ledger digest is unchanged');
 }
 
-/** A request the harness's JSON client cannot read (NDJSON), checked against the contract all the same. */
-function getText(path: string, token: string): Promise<Response> {
+/**
+ * A request the harness's JSON client cannot read (NDJSON) or send (a header twice),
+ * checked against the contract all the same.
+ */
+function getText(path: string, token: string, headers: string[] | Record<string, string> = { authorization: `Bearer ${token}` }): Promise<Response> {
   return new Promise((resolve, reject) => {
-    const req = request(`${n.node.adminUrl}${path}`, { ca: readFileSync(testCerts().ca), headers: { authorization: `Bearer ${token}` } }, (res) => {
+    const req = request(`${n.node.adminUrl}${path}`, { ca: readFileSync(testCerts().ca), headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -192,6 +195,18 @@ t.test('400 invalid_policy: a bad bundle is refused at drafting with each issue'
 t.test('400 malformed_request: bodies and path parameters are held to the log\'s schemas; the node keeps serving', async (t) => {
   const invalid = (what: string, issues: { path: string; message: string }[]) => ({ error: 'malformed_request', message: `The ${what} is not valid.`, issues });
   await refused(t, 'operator', 'POST', '/admin/v1/parties', { id: 'party acme' }, 400, invalid('party', [{ path: 'id', message: 'must be a party id (<id>)' }]));
+  // Reads hold their path to the same schemas as the writes that create what they read.
+  await refused(t, 'operator', 'GET', '/admin/v1/usages/nope', undefined, 400, invalid('path', [{ path: 'id', message: 'must be a usage-balance id (usage_<id>)' }]));
+  await refused(t, 'operator', 'GET', '/admin/v1/accounts/%00', undefined, 400, invalid('path', [{ path: 'id', message: 'must be an account id (acc_<id>)' }]));
+  await refused(t, 'operator', 'GET', '/admin/v1/policies/bad%20id', undefined, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>)' }]));
+  await refused(t, 'operator', 'POST', '/admin/v1/policies/bad%20id/dry-run', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>)' }]));
+  const host = new URL(n.node.adminUrl).host;
+  const twice = await getText('/admin/v1/parties', TOKENS.operator, ['host', host, 'authorization', `Bearer ${TOKENS.operator}`, 'authorization', 'Bearer not-a-token']);
+  t.equal(twice.status, 400, 'Authorization sent twice: which one was meant is a guess');
+  t.same(JSON.parse(twice.text), { error: 'malformed_request', message: 'The Authorization header was sent more than once; send it once.' });
+  const hostless = await getText('/admin/v1/parties', TOKENS.operator, ['authorization', `Bearer ${TOKENS.operator}`]);
+  t.equal(hostless.status, 400, 'HTTP/1.1 without Host');
+  t.same(JSON.parse(hostless.text), { error: 'malformed_request', message: 'The request has no Host header, which HTTP/1.1 requires.' });
   await refused(t, 'operator', 'POST', '/admin/v1/parties', { id: 'p', extra: true }, 400, invalid('party', [{ path: '', message: 'unknown field "extra"' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/parties', undefined, 400, invalid('party', [{ path: '', message: 'is required' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: 'buyer-7', party: 'party_acme' }, 400, invalid('agent binding', [{ path: 'agent', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));

@@ -622,6 +622,21 @@ t.test('unknown routes answer 404 not_found; a route asked with another method 4
   t.equal(put.headers.allow, 'GET, HEAD');
 });
 
+t.test('a read that sends Authorization twice is refused: which attestation was meant is a guess', async (t) => {
+  const u = new URL(n.node.agentUrl);
+  const r = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = httpsRequest({ host: u.hostname, port: u.port, path: '/api/v1/obligations', ca: readFileSync(testCerts().ca), headers: ['host', u.host, 'authorization', `Bearer ${att}`, 'authorization', 'Bearer other'] }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  t.equal(r.status, 400);
+  t.same(JSON.parse(r.body), { error: 'malformed_request', message: 'The Authorization header was sent more than once; send it once.' });
+});
+
 t.test('an Expect other than 100-continue is answered 417 with a JSON body', async (t) => {
   const r = await n.api('POST', INTENTS, { body: envelope(att, { transaction: 'txn_ap_expect' }), headers: { expect: '999-bogus' } });
   isError(t, r, 417, { error: 'expectation_failed', message: 'Expect: 999-bogus is not supported; only 100-continue is.' });

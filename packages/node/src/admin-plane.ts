@@ -11,7 +11,7 @@
 import type { Express, Request, Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
-  AgentUri, Issuer, PolicyId, TABLES, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
+  AccountId, AgentUri, Issuer, PolicyId, TABLES, UsageId, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
   type AdminOperation, type Applied, type Operation, type Party, type Policy, type Principal, type TrustRoot,
 } from '@apl/core';
 import type { ConfChange, Status } from '@apl/raft';
@@ -19,7 +19,7 @@ import { memberContext } from './membership.js';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
-import { errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendJson } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendJson } from './http.js';
 import { feedHandler, type Feeds } from './feed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -36,6 +36,8 @@ import {
 const IssuerParam = z.strictObject({ issuer: Issuer });
 const AgentParam = z.strictObject({ agent_uri: AgentUri });
 const PolicyParam = z.strictObject({ id: PolicyId });
+const AccountParam = z.strictObject({ id: AccountId });
+const UsageParam = z.strictObject({ id: UsageId });
 const ListQuery = PageQuery.extend(ReadQuery.shape);
 
 /** An admin operation before the caller and the version are filled in. */
@@ -85,9 +87,9 @@ export function adminApp(o: AdminOptions): Express {
   });
 
   app.use('/admin/v1', (req, res, next) => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    if (!m) return next(new ApiError('unauthorized', 'An admin token is required (Authorization: Bearer <token>).'));
-    const digest = createHash('sha256').update(m[1]!).digest();
+    const token = bearerToken(req);
+    if (token === null) return next(new ApiError('unauthorized', 'An admin token is required (Authorization: Bearer <token>).'));
+    const digest = createHash('sha256').update(token).digest();
     // Compare with every principal so the time taken does not say which one matched.
     let found: AdminPrincipal | null = null;
     for (const { p, digest: d } of hashes) if (timingSafeEqual(d, digest)) found = p;
@@ -165,16 +167,18 @@ export function adminApp(o: AdminOptions): Express {
   });
   app.post('/admin/v1/accounts', ...body, async (req, res) => mutate(res, { type: 'OpenAccount', ...parseRequest(AccountRequest, req.body, 'account') }, true));
   app.get('/admin/v1/accounts/:id', async (req, res) => {
+    const { id } = parseRequest(AccountParam, req.params, 'path');
     await barrier(res, readQuery(req));
-    const a = await q.account(req.params.id!);
-    if (!a) throw new ApiError('unknown_account', `No account ${req.params.id} exists.`);
+    const a = await q.account(id);
+    if (!a) throw new ApiError('unknown_account', `No account ${id} exists.`);
     sendJson(res, 200, accountView(a));
   });
   app.post('/admin/v1/usages', ...body, async (req, res) => mutate(res, { type: 'OpenUsage', ...parseRequest(UsageRequest, req.body, 'usage balance') }, true));
   app.get('/admin/v1/usages/:id', async (req, res) => {
+    const { id } = parseRequest(UsageParam, req.params, 'path');
     await barrier(res, readQuery(req));
-    const u = await q.usage(req.params.id!);
-    if (!u) throw new ApiError('unknown_usage', `No usage balance ${req.params.id} exists.`);
+    const u = await q.usage(id);
+    if (!u) throw new ApiError('unknown_usage', `No usage balance ${id} exists.`);
     sendJson(res, 200, { ...usageReport(u), owner: u.owner });
   });
 
@@ -191,16 +195,18 @@ export function adminApp(o: AdminOptions): Express {
     sendJson(res, 200, { active: await q.activePolicyId(), policies: items, next });
   });
   app.get('/admin/v1/policies/:id', async (req, res) => {
+    const { id } = parseRequest(PolicyParam, req.params, 'path');
     await barrier(res, readQuery(req));
-    const p = await q.policy(req.params.id!);
-    if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
+    const p = await q.policy(id);
+    if (!p) throw new ApiError('unknown_policy', `No policy ${id} exists.`);
     sendJson(res, 200, policyView(p));
   });
   app.post('/admin/v1/policies/:id/dry-run', ...body, async (req, res) => {
+    const { id } = parseRequest(PolicyParam, req.params, 'path');
     const r = parseRequest(DryRunRequest, req.body ?? {}, 'dry-run request');
     await barrier(res, readQuery(req));
-    const p = await q.policy(String(req.params.id));
-    if (!p) throw new ApiError('unknown_policy', `No policy ${req.params.id} exists.`);
+    const p = await q.policy(id);
+    if (!p) throw new ApiError('unknown_policy', `No policy ${id} exists.`);
     const page = await q.recorded({ before: r.before, limit: r.limit ?? PAGE_LIMIT_DEFAULT });
     // The page is the most recent first; judge it oldest first, as it was recorded.
     const d = dryRun([...page.items].reverse(), p.bundle);

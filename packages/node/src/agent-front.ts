@@ -14,7 +14,7 @@ import { AccountId, TransactionId, UsageId, parseWith } from '@apl/core';
 import { z } from 'zod';
 import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, ReadCall } from './gateway.js';
-import { errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendText, type HttpMetrics } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendText, type HttpMetrics } from './http.js';
 import type { Logger } from './log.js';
 import { PageQuery, ReadQuery, intentEnvelope } from './wire.js';
 
@@ -93,10 +93,9 @@ export function agentFrontEnd(o: FrontEndOptions): Express {
  */
 function reader<S extends z.ZodType<ReadCall['query']>>(req: Request, schema: S): { query: z.output<S>; token: string } {
   const query = parseRequest(schema, { ...(req.query as Record<string, unknown>) }, 'query');
-  const header = req.headers.authorization;
-  const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!m) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
-  return { query, token: m[1]! };
+  const token = bearerToken(req);
+  if (token === null) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
+  return { query, token };
 }
 
 /** Writes the backend's answer, after holding it as it asks (a rate refusal). */

@@ -78,6 +78,18 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
   ];
 }
 
+/**
+ * The token of the request's `Authorization: Bearer <token>`, or null when it has
+ * none. A request that sends the header twice is refused: Node.js keeps the first,
+ * and which one was meant is a guess.
+ */
+export function bearerToken(req: Request): string | null {
+  const sent = req.headersDistinct.authorization;
+  if (sent !== undefined && sent.length > 1) throw new ApiError('malformed_request', 'The Authorization header was sent more than once; send it once.');
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(sent?.[0] ?? '');
+  return m ? m[1]! : null;
+}
+
 /** The charset parameter of a Content-Type. */
 const CHARSET = /;\s*charset\s*=\s*([^;\s]*)/i;
 
@@ -128,6 +140,13 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
   // The contract's paths are lower case: /API/V1/INTENTS is no route of it.
   app.set('case sensitive routing', true);
   app.use(observe(plane, log, metrics));
+  // HTTP/1.1 requires Host (RFC 9112 §3.2); the listener leaves the refusal to us so that it has a body.
+  app.use((req, _res, next) => {
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
+      return next(new ApiError('malformed_request', 'The request has no Host header, which HTTP/1.1 requires.'));
+    }
+    next();
+  });
   return app;
 }
 

@@ -22,6 +22,8 @@ export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
     headersTimeout: h.headers_timeout_ms,
     requestTimeout: h.request_timeout_ms,
     keepAliveTimeout: h.keep_alive_timeout_ms,
+    // Node.js would answer a request without Host 400 with no body; planeApp answers it with one.
+    requireHostHeader: false,
     connectionsCheckingInterval: Math.max(10, Math.min(CHECK_INTERVAL_MAX_MS, Math.floor(h.headers_timeout_ms / 4))),
   });
   server.maxConnections = h.connections_max;
