@@ -46,8 +46,9 @@ export function bigIntIn(lo: bigint, hi: bigint, phrase: string) {
       }
       return n;
     })
-    // JSON Schema bounds are doubles; the exact range is in the description and enforced above.
-    .meta({ type: 'integer', format: 'int128', minimum: Number(lo), maximum: Number(hi), description: `An integer from ${lo} to ${hi}.` });
+    // zod's JSON Schema holds the bounds as doubles (2^127 - 1 reads as 2^127); the exact ones
+    // travel as text in `x-exact-range`, which the published document writes as bare integers.
+    .meta({ type: 'integer', format: 'int128', minimum: Number(lo), maximum: Number(hi), 'x-exact-range': [String(lo), String(hi)], description: `An integer from ${lo} to ${hi}.` });
 }
 
 /** An exact integer in [lo, hi] (both safe), returned as `number`. */

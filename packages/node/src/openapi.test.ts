@@ -80,3 +80,20 @@ t.test('withServer names the node\'s own address in servers and changes nothing 
     t.equal(`${stringifyJson({ ...doc, servers: original.servers }, 2)}\n`, text, 'the rest of the document is the committed text, byte for byte');
   }
 });
+
+t.test('128-bit bounds are written exactly, not as doubles that round 2^127 - 1 up to 2^127', async (t) => {
+  const doc = parseJson(docs.agent) as { components: { schemas: Record<string, unknown> } };
+  const bounds: [unknown, unknown][] = [];
+  const walk = (node: unknown): void => {
+    if (node === null || typeof node !== 'object') return;
+    const s = node as Record<string, unknown>;
+    if (s.format === 'int128' && s.maximum !== undefined) bounds.push([s.minimum, s.maximum]);
+    for (const v of Object.values(s)) walk(v);
+  };
+  walk(doc.components.schemas);
+  t.ok(bounds.length > 0, 'the envelope has bounded 128-bit integers');
+  const max = (1n << 127n) - 1n;
+  t.ok(bounds.every(([, hi]) => hi === max), `every maximum is 2^127 - 1 exactly: ${bounds.map(([, hi]) => String(hi)).join(', ')}`);
+  t.ok(bounds.every(([lo]) => lo === 1 || lo === 0 || lo === -(1n << 127n)), 'and every minimum is exact');
+  t.notOk(docs.agent.includes('x-exact-range'), 'the carrier of the exact bounds is not published');
+});

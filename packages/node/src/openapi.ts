@@ -58,6 +58,27 @@ const override: NonNullable<Parameters<typeof z.toJSONSchema>[1]>['override'] = 
   if (s.type === 'integer' && Array.isArray(s.anyOf)) delete s.anyOf;
 };
 
+/**
+ * Writes 128-bit bounds exactly: zod keeps them as doubles, which round 2^127 - 1 up to
+ * 2^127, so a validator would admit 2^127; the schema carries the exact ones as text
+ * (core `bigIntIn`), and the document holds them as bigints, written as bare integers.
+ */
+function exactBounds(node: unknown): void {
+  if (node === null || typeof node !== 'object') return;
+  if (Array.isArray(node)) {
+    for (const item of node) exactBounds(item);
+    return;
+  }
+  const s = node as Json;
+  const range = s['x-exact-range'];
+  if (Array.isArray(range)) {
+    s.minimum = BigInt(range[0] as string);
+    s.maximum = BigInt(range[1] as string);
+    delete s['x-exact-range'];
+  }
+  for (const v of Object.values(s)) exactBounds(v);
+}
+
 function components(inputs: Schemas, outputs: Schemas): Json {
   const out: Json = {};
   for (const [io, set] of [['input', inputs], ['output', outputs]] as const) {
@@ -66,6 +87,7 @@ function components(inputs: Schemas, outputs: Schemas): Json {
     const doc = z.toJSONSchema(reg, { target: 'draft-2020-12', io, unrepresentable: 'any', uri: (id) => `#/components/schemas/${id}`, override });
     for (const [id, schema] of Object.entries(doc.schemas)) {
       const { $schema: _s, $id: _i, ...rest } = schema as Json;
+      exactBounds(rest);
       out[id] = rest;
     }
   }
