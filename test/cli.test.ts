@@ -186,6 +186,49 @@ t.test('every admin route has its command', async (t) => {
   t.equal(missing.code, EXIT.usage, 'the addresses are required');
 });
 
+t.test('list commands page: --limit and --after read one page and say how to read on, --all reads every page', async (t) => {
+  for (const id of ['party_page_a', 'party_page_b', 'party_page_c', 'party_page_d']) t.equal((await apl(['admin', 'party', 'add', id])).code, EXIT.ok);
+  const every = (await json(['admin', 'party', 'list', '--limit', '1000'])).body;
+  t.equal(every.next, null);
+  const ids = every.parties.map((p: { id: string }) => p.id);
+  t.ok(ids.length >= 6, `${ids.length} parties`);
+  const first = await json(['admin', 'party', 'list', '--limit', '2']);
+  t.same(first.body.parties.map((p: { id: string }) => p.id), ids.slice(0, 2));
+  t.type(first.body.next, 'string');
+  const human = await apl(['admin', 'party', 'list', '--limit', '2']);
+  t.equal(human.stdout, `party\n${ids[0]}\n${ids[1]}\nmore: the next page is --after ${first.body.next} (or --all for every page)\n`);
+  const second = await json(['admin', 'party', 'list', '--limit', '2', '--after', first.body.next]);
+  t.same(second.body.parties.map((p: { id: string }) => p.id), ids.slice(2, 4));
+  const all = await json(['admin', 'party', 'list', '--all', '--limit', '2']);
+  t.same(all.body, { parties: every.parties, next: null }, 'every page, gathered');
+  const rest = await json(['admin', 'party', 'list', '--all', '--limit', '2', '--after', first.body.next]);
+  t.same(rest.body.parties.map((p: { id: string }) => p.id), ids.slice(2), '--all from a cursor on');
+  const allHuman = await apl(['admin', 'party', 'list', '--all', '--limit', '2']);
+  t.equal(allHuman.stdout, `party\n${ids.join('\n')}\n`, 'no "more" line after the last page');
+  const roots = await json(['admin', 'trust-root', 'list', '--limit', '1', '--all']);
+  t.match(roots.body, { trust_roots: [{ issuer: 'acme-agents' }], next: null });
+  const agents = await json(['admin', 'agent', 'list', '--limit', '1']);
+  t.equal(agents.body.agents.length, 1);
+  const policies = await json(['admin', 'policy', 'list', '--limit', '1', '--all']);
+  t.equal(policies.body.active, 'pol_cli');
+  t.same(policies.body.policies.map((p: { id: string }) => p.id), ['pol_2026_11', 'pol_cli'], 'every policy across pages of one');
+  const owing = await apl(['agent', 'submit', '--file', 'docs/examples/intent.json', '--transaction', 'txn_page_owing'], { APL_ATTESTATION: attestation });
+  t.equal(owing.code, EXIT.ok, 'a second purchase, owing a second receipt');
+  const obligations = await json(['agent', 'obligations', '--state', 'all', '--limit', '1'], { APL_ATTESTATION: attestation });
+  t.equal(obligations.body.obligations.length, 1);
+  t.type(obligations.body.next, 'string');
+  const allObligations = await json(['agent', 'obligations', '--state', 'all', '--limit', '1', '--all'], { APL_ATTESTATION: attestation });
+  t.ok(allObligations.body.obligations.length >= 2, 'the obligations of every page');
+  t.equal(allObligations.body.next, null);
+  for (const bad of ['0', '1001', 'x', '2.5']) {
+    const r = await apl(['admin', 'party', 'list', '--limit', bad]);
+    t.equal(r.code, EXIT.usage);
+    t.equal(r.stderr, `apl: --limit must be an integer from 1 to 1000, not "${bad}".\n`);
+  }
+  const unknownCursor = await apl(['admin', 'party', 'list', '--after', 'party_zzz']);
+  t.equal(unknownCursor.code, EXIT.ok, 'a cursor past the end is an empty last page');
+});
+
 t.test('four eyes: the author may not review, and apl says who may', async (t) => {
   await apl(['admin', 'policy', 'draft', 'docs/examples/policy.json', '--id', 'pol_four_eyes']);
   const r = await apl(['admin', 'policy', 'review', 'pol_four_eyes']);
@@ -214,6 +257,46 @@ t.test('apl log verify checks the export against the node; a tampered export exi
   const offline = await json(['log', 'verify', '--file', file]);
   t.equal(offline.code, EXIT.ok);
   t.equal(offline.body.ok, true);
+  const last = parseJson(readFileSync(file, 'utf8').trimEnd().split('\n').pop()!) as { index: number; entry_hash: string };
+  t.match(exported.stdout, `last record: index ${last.index}, entry hash ${last.entry_hash}\nkeep them: apl log verify --file ${file} --index ${last.index} --digest ${last.entry_hash} checks that nothing was cut off\n`, 'export says what to keep');
+  const exportedJson = await json(['log', 'export', '--out', file]);
+  t.same(exportedJson.body, { file, records: offline.body.records, bytes: exportedJson.body.bytes, last_index: last.index, digest: last.entry_hash });
+  const kept = await json(['log', 'verify', '--file', file, '--index', String(last.index), '--digest', last.entry_hash]);
+  t.equal(kept.code, EXIT.ok, kept.stderr);
+  t.same(kept.body.expected, { digest: last.entry_hash, index: last.index });
+  const keptHuman = await apl(['log', 'verify', '--file', file, '--digest', last.entry_hash]);
+  t.match(keptHuman.stdout, new RegExp(`digest checked\\s+the recorded one, at index ${last.index}`));
+  // A file with its last records cut off is a valid chain: only the recorded digest tells.
+  const cut = join(dir, 'cut.ndjson');
+  writeFileSync(cut, `${readFileSync(file, 'utf8').trimEnd().split('\n').slice(0, -2).join('\n')}\n`);
+  t.equal((await apl(['log', 'verify', '--file', cut])).code, EXIT.ok, 'a prefix verifies alone');
+  const cutChecked = await apl(['log', 'verify', '--file', cut, '--index', String(last.index), '--digest', last.entry_hash]);
+  t.equal(cutChecked.code, EXIT.mismatch);
+  t.match(cutChecked.stderr, new RegExp(`\napl: The export verifies, but at index ${last.index} it leads to digest [0-9a-f]{64}, not the ${last.entry_hash} recorded: records are missing`));
+  const cutAtEnd = await apl(['log', 'verify', '--file', cut, '--digest', last.entry_hash]);
+  t.equal(cutAtEnd.code, EXIT.mismatch);
+  t.match(cutAtEnd.stderr, /at its last record \(index \d+\) it leads to digest/);
+  const digestNow = (await json(['log', 'digest'])).body;
+  const atNode = await apl(['log', 'verify', '--file', file, '--index', String(digestNow.applied_index), '--digest', digestNow.digest]);
+  t.equal(atNode.code, EXIT.ok, `the digest apl log digest reports, at its applied index: ${atNode.stderr}`);
+  for (const [flags, message] of [
+    [['--digest', 'abc'], /--digest must be 64 lowercase hexadecimal digits/], [['--index', '3'], /--index says where --digest was taken: give --digest too/],
+    [['--digest', last.entry_hash, '--index', '-1'], /--index must be an integer from 0/],
+  ] as const) {
+    const r = await apl(['log', 'verify', '--file', file, ...flags]);
+    t.equal(r.code, EXIT.usage);
+    t.match(r.stderr, message);
+  }
+  const liveWithDigest = await apl(['log', 'verify', '--digest', last.entry_hash]);
+  t.equal(liveWithDigest.code, EXIT.usage);
+  t.match(liveWithDigest.stderr, /--digest and --index check a saved export: give --file/);
+  // One canonical JSON record per line: a space is enough to refuse the line.
+  const spaced = readFileSync(file, 'utf8').split('\n');
+  spaced[2] = spaced[2]!.replace('"index":', '"index": ');
+  writeFileSync(join(dir, 'spaced.ndjson'), spaced.join('\n'));
+  const notCanonical = await apl(['log', 'verify', '--file', join(dir, 'spaced.ndjson')]);
+  t.equal(notCanonical.code, EXIT.mismatch);
+  t.match(notCanonical.stderr, /\napl: The export does not verify: line 3: not canonical JSON: it differs from the canonical encoding of its record at character \d+\./);
   const lines = readFileSync(file, 'utf8').split('\n');
   lines[3] = lines[3]!.replace(/"entry_hash":"[0-9a-f]/, (m) => `${m.slice(0, -1)}${m.endsWith('0') ? '1' : '0'}`);
   writeFileSync(file, lines.join('\n'));

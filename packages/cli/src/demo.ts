@@ -125,7 +125,7 @@ async function scenario(s: Settings, keysDir: string): Promise<void> {
   const principals = { operator: 'dev-author', author: 'dev-author', reviewer: 'dev-reviewer', approver: 'dev-approver' };
   const admins: DevPrincipals = { operator: s.admin('dev-author'), author: s.admin('dev-author'), reviewer: s.admin('dev-reviewer'), approver: s.admin('dev-approver') };
   const files = issuerFiles(keysDir);
-  const { publicKey } = ensureIssuerKey(files);
+  const key = ensureIssuerKey(files);
   let agent: AgentClient | null = null;
   try {
     say('Bootstrap through the SDK: trust root, party, agent, accounts, a usage balance, and the example policy through four eyes.');
@@ -134,7 +134,7 @@ async function scenario(s: Settings, keysDir: string): Promise<void> {
       accounts: [{ id: names.cash, party: names.party }, { id: names.books }],
       usages: [{ id: names.usage, currency: 'USD', owner: names.party }],
       policy: { id: names.policyA, bundle: EXAMPLE_POLICY.bundle },
-    }, publicKey);
+    }, key);
     for (const m of made) console.log(`   ${m.what.padEnd(18)} ${m.id} (${m.status}, by ${m.by})`);
 
     const attestation = await mintAttestation(files.key, { issuer: names.issuer, subject: names.agent, capabilities: DEFAULT_CAPABILITIES, audience: 'agent-plane-ledger', ttlSeconds: 3600 });

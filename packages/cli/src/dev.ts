@@ -3,12 +3,13 @@
  * would hold), attestations minted with it, and the bootstrap of a node through the
  * SDK, one step per admin route, each by the principal whose role it needs.
  */
-import { createPrivateKey, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PublicProtocol } from 'paseto';
 import { SecretKeyFromCryptoKey, SignFactory } from 'paseto/v4/public';
-import { ApiError, type AdminClient } from '@apl/client';
+import { ApiError, PAGE_LIMIT_MAX, type AdminClient } from '@apl/client';
+import { UsageError } from './exit.js';
 
 /** The example policy of docs/examples/policy.json: a cap on purchases, and a receipt owed within 5 ticks or a refund duty. */
 export const EXAMPLE_POLICY = {
@@ -68,15 +69,59 @@ export const issuerFiles = (dir: string): IssuerFiles => ({
   dir, key: join(dir, 'issuer-key.pem'), pub: join(dir, 'issuer.pub.pem'), profile: join(dir, 'profile.json'),
 });
 
-/** Makes the issuer's Ed25519 key unless it exists; returns its public key (PEM) and whether it was made. */
-export function ensureIssuerKey(f: IssuerFiles): { publicKey: string; made: boolean } {
-  if (existsSync(f.key) && existsSync(f.pub)) return { publicKey: readFileSync(f.pub, 'utf8'), made: false };
-  mkdirSync(f.dir, { recursive: true });
-  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
-  writeFileSync(f.key, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
-  const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  writeFileSync(f.pub, pem);
-  return { publicKey: pem, made: true };
+/** An Ed25519 public key as PASERK `k4.public`: the form the node lists trust roots in. */
+function paserkOf(publicKey: KeyObject): string {
+  const x = publicKey.export({ format: 'jwk' }).x;
+  if (typeof x !== 'string') throw new Error('an Ed25519 public key exports no x');
+  return `k4.public.${x}`;
+}
+
+/** Reads a key file with `read`; a file that holds no Ed25519 key is the setup's fault, said as such. */
+function readKey<T>(file: string, what: string, read: (pem: Buffer) => T): T {
+  try {
+    return read(readFileSync(file));
+  } catch (err) {
+    throw new UsageError(`The issuer's ${what} ${file} cannot be read as an Ed25519 key: ${(err as Error).message}.`, 'Remove the issuer directory to make a new issuer, and register it under a new name (apl dev init --issuer <name>).');
+  }
+}
+
+/**
+ * The issuer's key pair: kept when it is on disk, made when neither half is. A
+ * missing public half is derived from the private key; a missing private half
+ * cannot be, and two halves that do not belong together are refused, since signing
+ * with either would make attestations the registered trust root refuses.
+ */
+export function ensureIssuerKey(f: IssuerFiles): { publicKey: string; paserk: string; made: boolean } {
+  const hasKey = existsSync(f.key);
+  const hasPub = existsSync(f.pub);
+  if (!hasKey && hasPub) {
+    throw new UsageError(
+      `The issuer's public key ${f.pub} is there but its private key ${f.key} is gone: no attestation can be signed for this issuer any more.`,
+      `Remove the directory ${f.dir} to make a new issuer, and register it under a new name (apl dev init --issuer <name>): the node keeps the old key under the old one.`,
+    );
+  }
+  if (!hasKey) {
+    mkdirSync(f.dir, { recursive: true });
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    writeFileSync(f.key, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+    const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    writeFileSync(f.pub, pem);
+    return { publicKey: pem, paserk: paserkOf(publicKey), made: true };
+  }
+  const derived = readKey(f.key, 'private key', (pem) => createPublicKey(createPrivateKey(pem)));
+  const pem = derived.export({ type: 'spki', format: 'pem' }).toString();
+  if (!hasPub) {
+    writeFileSync(f.pub, pem);
+    return { publicKey: pem, paserk: paserkOf(derived), made: false };
+  }
+  const stored = readKey(f.pub, 'public key', (p) => createPublicKey(p));
+  if (!stored.equals(derived)) {
+    throw new UsageError(
+      `The issuer's public key ${f.pub} does not match its private key ${f.key}: they are not one key pair.`,
+      `Remove ${f.pub} to have it derived again from the private key (apl dev init), or remove the directory ${f.dir} to make a new issuer and register it under a new name.`,
+    );
+  }
+  return { publicKey: pem, paserk: paserkOf(derived), made: false };
 }
 
 export interface AttestClaims {
@@ -133,16 +178,32 @@ async function step(made: Made[], what: string, id: string, by: string, run: () 
  * the policy drafted, reviewed, approved and activated by three principals. What
  * exists already is left as it is, so running it twice is harmless.
  */
-export async function bootstrap(p: DevPrincipals, names: Record<keyof DevPrincipals, string>, plan: DevPlan, publicKey: string): Promise<Made[]> {
+export async function bootstrap(p: DevPrincipals, names: Record<keyof DevPrincipals, string>, plan: DevPlan, key: { publicKey: string; paserk: string }): Promise<Made[]> {
   const made: Made[] = [];
   const op = names.operator;
-  await step(made, 'trust root', plan.issuer, op, () => p.operator.addTrustRoot({ issuer: plan.issuer, public_key: publicKey }));
+  await step(made, 'trust root', plan.issuer, op, () => p.operator.addTrustRoot({ issuer: plan.issuer, public_key: key.publicKey }));
+  if (made[made.length - 1]!.status === 'exists') await sameTrustRoot(p.operator, plan.issuer, key.paserk);
   await step(made, 'party', plan.party, op, () => p.operator.addParty({ id: plan.party }));
   await step(made, 'agent binding', `${plan.agent} -> ${plan.party}`, op, () => p.operator.bindAgent({ agent: plan.agent, party: plan.party }));
   for (const a of plan.accounts) await step(made, 'account', a.id, op, () => p.operator.openAccount(a));
   for (const u of plan.usages) await step(made, 'usage balance', `${u.id} (${u.currency})`, op, () => p.operator.openUsage(u));
   await policySteps(p, names, plan.policy, made);
   return made;
+}
+
+/**
+ * Refuses to go on when the trust root registered as `issuer` holds another key than
+ * ours: every attestation this issuer signs would then be refused (403).
+ */
+async function sameTrustRoot(admin: AdminClient, issuer: string, ours: string): Promise<void> {
+  for await (const root of admin.allTrustRoots({ limit: PAGE_LIMIT_MAX })) {
+    if (root.issuer !== issuer) continue;
+    if (root.public_key === ours) return;
+    throw new UsageError(
+      `The node's trust root ${issuer} holds another key (${root.public_key ?? `key id ${root.key_id}`}) than this issuer's (${ours}): every attestation signed here would be refused.`,
+      `Register this issuer under a new name (apl dev init --issuer <name>), or, if the node's key is no longer used, remove it first (apl admin trust-root remove ${issuer}) and run apl dev init again.`,
+    );
+  }
 }
 
 /** Drafts, reviews, approves and activates a policy, skipping the steps it has been through. */

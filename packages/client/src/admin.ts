@@ -4,11 +4,12 @@
  * take them is followed across the configured addresses (transport.ts).
  */
 import { createInterface } from 'node:readline';
-import { call, errorOf, seg } from './call.js';
+import { call, errorOf, query, seg } from './call.js';
 import { follow, type FeedOptions, type FeedRecord } from './feed.js';
 import type { components, operations } from './generated/admin-plane.js';
 import { INT128_PLANS } from './generated/contract.js';
 import { assertRuntime, type Plan } from './json.js';
+import { pageQuery, pages, type PageOptions } from './pages.js';
 import { Transport, type TransportOptions } from './transport.js';
 
 type S = components['schemas'];
@@ -27,6 +28,9 @@ export type Digest = S['Digest'];
 export type Transfer = S['Transfer'];
 export type MembershipChange = S['MembershipChange'];
 export type PolicyList = Body<'listPolicies'>;
+export type TrustRootList = Body<'listTrustRoots'>;
+export type PartyList = Body<'listParties'>;
+export type BindingList = Body<'listAgents'>;
 
 export interface AdminClientOptions extends Omit<TransportOptions, 'urls'> {
   /** url is the admin-plane base URL, or one per replica. */
@@ -55,8 +59,13 @@ export class AdminClient {
   addTrustRoot(body: S['TrustRootRequest']): Promise<TrustRoot> {
     return this.send('POST', '/admin/v1/trust-roots', 'addTrustRoot', body);
   }
-  listTrustRoots(): Promise<Body<'listTrustRoots'>> {
-    return this.send('GET', '/admin/v1/trust-roots', 'listTrustRoots');
+  /** One page of the trust roots, in issuer order. */
+  async listTrustRoots(o: PageOptions = {}): Promise<TrustRootList> {
+    return this.send('GET', `/admin/v1/trust-roots${query(pageQuery(o))}`, 'listTrustRoots');
+  }
+  /** Every trust root, a page at a time from `after` on (pages.ts). */
+  allTrustRoots(o: PageOptions = {}): AsyncGenerator<TrustRoot> {
+    return pages((after) => this.listTrustRoots({ ...o, after }), (p) => p.trust_roots, o.after);
   }
   removeTrustRoot(issuer: string): Promise<TrustRoot> {
     return this.send('DELETE', `/admin/v1/trust-roots/${seg(issuer)}`, 'removeTrustRoot');
@@ -64,14 +73,24 @@ export class AdminClient {
   addParty(body: S['PartyRequest']): Promise<Party> {
     return this.send('POST', '/admin/v1/parties', 'addParty', body);
   }
-  listParties(): Promise<Body<'listParties'>> {
-    return this.send('GET', '/admin/v1/parties', 'listParties');
+  /** One page of the parties, in id order. */
+  async listParties(o: PageOptions = {}): Promise<PartyList> {
+    return this.send('GET', `/admin/v1/parties${query(pageQuery(o))}`, 'listParties');
+  }
+  /** Every party, a page at a time from `after` on. */
+  allParties(o: PageOptions = {}): AsyncGenerator<Party> {
+    return pages((after) => this.listParties({ ...o, after }), (p) => p.parties, o.after);
   }
   bindAgent(body: S['BindingRequest']): Promise<Binding> {
     return this.send('POST', '/admin/v1/agents', 'bindAgent', body);
   }
-  listAgents(): Promise<Body<'listAgents'>> {
-    return this.send('GET', '/admin/v1/agents', 'listAgents');
+  /** One page of the agent bindings, in agent order. */
+  async listAgents(o: PageOptions = {}): Promise<BindingList> {
+    return this.send('GET', `/admin/v1/agents${query(pageQuery(o))}`, 'listAgents');
+  }
+  /** Every agent binding, a page at a time from `after` on. */
+  allAgents(o: PageOptions = {}): AsyncGenerator<Binding> {
+    return pages((after) => this.listAgents({ ...o, after }), (p) => p.agents, o.after);
   }
   unbindAgent(agent: string): Promise<Binding> {
     return this.send('DELETE', `/admin/v1/agents/${seg(agent)}`, 'unbindAgent');
@@ -91,8 +110,13 @@ export class AdminClient {
   draftPolicy(body: S['PolicyRequest']): Promise<AdminPolicy> {
     return this.send('POST', '/admin/v1/policies', 'draftPolicy', body);
   }
-  listPolicies(): Promise<PolicyList> {
-    return this.send('GET', '/admin/v1/policies', 'listPolicies');
+  /** One page of the policies, in id order, and the active one. */
+  async listPolicies(o: PageOptions = {}): Promise<PolicyList> {
+    return this.send('GET', `/admin/v1/policies${query(pageQuery(o))}`, 'listPolicies');
+  }
+  /** Every policy, a page at a time from `after` on (the active one's id is `listPolicies().active`). */
+  allPolicies(o: PageOptions = {}): AsyncGenerator<AdminPolicy> {
+    return pages((after) => this.listPolicies({ ...o, after }), (p) => p.policies, o.after);
   }
   getPolicy(id: string): Promise<AdminPolicy> {
     return this.send('GET', `/admin/v1/policies/${seg(id)}`, 'getPolicy');

@@ -25,6 +25,7 @@ import { ApiError, NoAttestationError, TransportError } from './errors.js';
 import type { components, operations } from './generated/agent-plane.js';
 import { CommitUnavailableError, INT128_PLANS, PolicyPinMismatchError, StalePolicyError } from './generated/contract.js';
 import { assertRuntime, type Plan } from './json.js';
+import { pageQuery, pages, type PageOptions } from './pages.js';
 import { Transport, type TransportOptions } from './transport.js';
 
 type S = components['schemas'];
@@ -34,6 +35,7 @@ export type TransactionView = S['TransactionView'];
 export type AccountBalance = S['AccountBalance'];
 export type UsageReport = S['UsageReport'];
 export type ObligationList = S['ObligationList'];
+export type ObligationView = S['ObligationView'];
 export type Policy = S['Policy'];
 export type Consistency = 'linearizable' | 'local';
 export type ObligationState = 'owed' | 'open' | 'breached' | 'discharged' | 'all';
@@ -195,9 +197,15 @@ export class AgentClient {
     return this.read<AccountBalance>(`/api/v1/accounts/${seg(id)}/balance`, {}, o, 'getAccountBalance', 'Reading a balance');
   }
 
-  /** The attested party's obligations (`owed` by default: open ones and breached repair duties). */
-  async listObligations(o: ReadOptions & { state?: ObligationState } = {}): Promise<ObligationList> {
-    return this.read<ObligationList>('/api/v1/obligations', { state: o.state }, o, 'listObligations', 'Reading obligations');
+  /** One page of the attested party's obligations (`owed` by default: open ones and breached repair duties). */
+  async listObligations(o: ObligationOptions = {}): Promise<ObligationList> {
+    const q = pageQuery(o);
+    return this.read<ObligationList>('/api/v1/obligations', { state: o.state, limit: q.limit, after: q.after }, o, 'listObligations', 'Reading obligations');
+  }
+
+  /** Every obligation of the attested party in `state`, a page at a time from `after` on (pages.ts). */
+  allObligations(o: ObligationOptions = {}): AsyncGenerator<ObligationView> {
+    return pages((after) => this.listObligations({ ...o, after }), (p) => p.obligations, o.after);
   }
 
   /** The policy in force. */
@@ -223,7 +231,7 @@ export class AgentClient {
   }
 
   /** A party-scoped read: refused locally without an attestation, else sent with it as the bearer token. */
-  private async read<T>(path: string, q: Record<string, string | undefined>, o: ReadOptions, op: keyof operations, what: string): Promise<T> {
+  private async read<T>(path: string, q: Record<string, string | number | undefined>, o: ReadOptions, op: keyof operations, what: string): Promise<T> {
     const token = this.needAttestation(what, o.attestation);
     const full = `${path}${query({ ...q, consistency: o.consistency })}`;
     return (await call<T>(this.transport, 'GET', full, { token, plan: plan(op) })).value;
@@ -234,6 +242,11 @@ export class AgentClient {
     if (a === undefined || a === '') throw new NoAttestationError(what);
     return a;
   }
+}
+
+/** Which obligations, and which page of them. */
+export interface ObligationOptions extends ReadOptions, Omit<PageOptions, 'consistency'> {
+  state?: ObligationState | undefined;
 }
 
 export interface ReadOptions {

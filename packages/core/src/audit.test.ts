@@ -58,3 +58,18 @@ t.test('the streaming verifier reaches the same verdict line by line, and stays 
   t.same(bad.push(lines[1]!), failed, 'a later line cannot repair the chain');
   t.same(bad.result(), failed);
 });
+
+t.test('a line that is not the canonical JSON of its record is refused at its line, though it parses to the same record', async (t) => {
+  const { lines } = exported();
+  const spaced = [...lines];
+  spaced[2] = spaced[2]!.replace('"index":', '"index": ');
+  t.match(verifyExport(spaced.join('\n')), { ok: false, line: 3, reason: /^not canonical JSON: it differs from the canonical encoding of its record at character \d+$/ });
+  const reordered = [...lines];
+  const r = JSON.parse(reordered[1]!) as Record<string, unknown>;
+  reordered[1] = JSON.stringify({ op: r.op, index: r.index, result: r.result, entry_hash: r.entry_hash });
+  t.match(verifyExport(reordered.join('\n')), { ok: false, line: 2, reason: /^not canonical JSON/ }, 'keys out of order');
+  const trailing = [...lines];
+  trailing[0] = `${trailing[0]} `;
+  t.match(verifyExport(trailing.join('\n')), { ok: false, line: 1, reason: /^not canonical JSON/ }, 'a trailing space');
+  t.match(verifyExport(lines.join('\n')), { ok: true }, 'the faithful lines still verify');
+});

@@ -1,9 +1,10 @@
 /**
  * Verifying an exported log: the NDJSON of `GET /admin/v1/log/export`, one
- * `{index, op, result, entry_hash}` record per operation that took effect. The
- * verifier re-applies every operation to an empty ledger and checks that each
- * recomputed result and chain link equals the recorded one, and that indexes
- * increase. Its answer is the digest and state hash the log leads to, which an
+ * `{index, op, result, entry_hash}` record per operation that took effect, each line
+ * the canonical JSON of its record (canonical.ts) and nothing else. The verifier
+ * checks that each line is, re-applies every operation to an empty ledger and checks
+ * that each recomputed result and chain link equals the recorded one, and that
+ * indexes increase. Its answer is the digest and state hash the log leads to, which an
  * auditor compares with what the node reports (`GET /admin/v1/log/digest`).
  *
  * `ExportVerifier` takes the records one line at a time, so an export of any length
@@ -56,6 +57,8 @@ export class ExportVerifier {
     } catch (err) {
       return `not JSON: ${(err as Error).message}`;
     }
+    const canonical = canonicalJson(record);
+    if (canonical !== text) return `not canonical JSON: it differs from the canonical encoding of its record at character ${firstDifference(canonical, text) + 1}`;
     const applied = this.store.meta.applied;
     const index = typeof record.index === 'bigint' ? Number(record.index) : record.index;
     if (typeof index !== 'number' || !Number.isSafeInteger(index) || index <= applied) {
@@ -69,6 +72,13 @@ export class ExportVerifier {
     if (a.entry_hash !== record.entry_hash) return `the chain breaks at index ${index}`;
     return null;
   }
+}
+
+/** The position of the first character where `a` and `b` differ (the shorter's length when one begins the other). */
+function firstDifference(a: string, b: string): number {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
 }
 
 export function verifyExport(ndjson: string): Verified {

@@ -3,6 +3,7 @@
  * development setup, the node, and a graceful stop on SIGINT and SIGTERM.
  */
 import { parseArgs } from 'node:util';
+import type { Status } from '@apl/raft';
 import { ConfigError, loadConfig, tlsFiles, tokensFile } from './config.js';
 import { devSetup, loadPrincipals } from './devsetup.js';
 import { startNode } from './node.js';
@@ -11,6 +12,17 @@ const USAGE = `usage: node packages/node/dist/main.js [--config <file.json>]
 
 Every setting has a default and an APL_ environment variable (APL_AGENT_PORT,
 APL_ADMIN_PORT, APL_DATA_DIR, APL_LIMITS_BODY_BYTES_MAX, ...). See docs/operations.md.`;
+
+/**
+ * The group this node is in, as the configuration in force says (the log's, else the
+ * bootstrap members): standalone only for a group of one.
+ */
+function groupPhrase(conf: Status['conf'], self: string): string {
+  if (![...conf.voters, ...conf.learners].includes(self)) return 'not yet a member: it waits for an operator to add it to the cluster';
+  if (conf.voters.length + conf.learners.length === 1) return 'standalone';
+  const learners = conf.learners.length > 0 ? `; learners ${conf.learners.join(', ')}` : '';
+  return `cluster of ${conf.voters.length}: ${conf.voters.join(', ')}${learners}`;
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { config: { type: 'string' }, help: { type: 'boolean' } } });
@@ -24,7 +36,7 @@ async function main(): Promise<void> {
   const tls = tlsFiles(config);
   const lines = [
     '',
-    `agent-plane ledger: node ${config.node_id} is up (standalone).`,
+    `agent-plane ledger: node ${config.node_id} is up (${groupPhrase(node.replica.status().conf, config.node_id)}).`,
     ...made.map((m) => `  made ${m}`),
     `  agent plane  ${node.agentUrl}   OpenAPI: ${node.agentUrl}/api/openapi.json`,
     `  admin plane  ${node.adminUrl}   tokens: ${tokensFile(config)}`,

@@ -8,6 +8,7 @@ import { parseJson, type AdminClient } from '@apl/client';
 import { act, type Ctx } from '../context.js';
 import { UsageError } from '../exit.js';
 import { fields, table } from '../output.js';
+import { listing, more, paged, type PageFlags } from '../paging.js';
 import { describePolicy } from './agent.js';
 
 /** Runs `f` with an admin client of the configured principal, closing it after. */
@@ -39,9 +40,9 @@ function trustRoots(): Command {
       const r = await withAdmin(ctx, (a) => a.addTrustRoot({ issuer: issuer!, public_key: readFile(file!, 'public key').trim() }));
       ctx.out.result(r, () => fields([['trust root', r.issuer], ['key id', r.key_id]]));
     }));
-  c.command('list').description('the trust roots').action(act(async (ctx) => {
-    const r = await withAdmin(ctx, (a) => a.listTrustRoots());
-    ctx.out.result(r, () => table(r.trust_roots, [['issuer', 'issuer'], ['key_id', 'key id']]));
+  paged(c.command('list').description('the trust roots, a page at a time in issuer order')).action(act<PageFlags>(async (ctx, _args, o) => {
+    const r = await withAdmin(ctx, (a) => listing(o, 'trust_roots', (p) => a.listTrustRoots(p)));
+    ctx.out.result(r, () => `${table(r.trust_roots, [['issuer', 'issuer'], ['key_id', 'key id']])}${more(r)}`);
   }));
   c.command('remove').argument('<issuer>').description('remove a trust root: its attestations are refused from then on')
     .action(act(async (ctx, [issuer]) => {
@@ -57,9 +58,9 @@ function parties(): Command {
     const r = await withAdmin(ctx, (a) => a.addParty({ id: id! }));
     ctx.out.result(r, () => `party ${r.id}`);
   }));
-  c.command('list').description('the parties').action(act(async (ctx) => {
-    const r = await withAdmin(ctx, (a) => a.listParties());
-    ctx.out.result(r, () => table(r.parties, [['id', 'party']]));
+  paged(c.command('list').description('the parties, a page at a time in id order')).action(act<PageFlags>(async (ctx, _args, o) => {
+    const r = await withAdmin(ctx, (a) => listing(o, 'parties', (p) => a.listParties(p)));
+    ctx.out.result(r, () => `${table(r.parties, [['id', 'party']])}${more(r)}`);
   }));
   return c;
 }
@@ -74,9 +75,9 @@ function agents(): Command {
     const r = await withAdmin(ctx, (a) => a.unbindAgent(agent!));
     ctx.out.result(r, () => `${r.agent} is unbound`);
   }));
-  c.command('list').description('the bindings').action(act(async (ctx) => {
-    const r = await withAdmin(ctx, (a) => a.listAgents());
-    ctx.out.result(r, () => table(r.agents, [['agent', 'agent'], ['party', 'party']]));
+  paged(c.command('list').description('the bindings, a page at a time in agent order')).action(act<PageFlags>(async (ctx, _args, o) => {
+    const r = await withAdmin(ctx, (a) => listing(o, 'agents', (p) => a.listAgents(p)));
+    ctx.out.result(r, () => `${table(r.agents, [['agent', 'agent'], ['party', 'party']])}${more(r)}`);
   }));
   return c;
 }
@@ -134,9 +135,9 @@ function policies(): Command {
       const r = await withAdmin(ctx, (a) => a.draftPolicy(policyFile(file!, o.id)));
       ctx.out.result(r, () => describePolicy(r));
     }));
-  c.command('list').description('every policy, and which is active').action(act(async (ctx) => {
-    const r = await withAdmin(ctx, (a) => a.listPolicies());
-    ctx.out.result(r, () => `active: ${r.active ?? 'none'}\n${table(r.policies, [['id', 'policy'], ['state', 'state'], ['author', 'author'], ['reviewer', 'reviewer'], ['approver', 'approver'], ['activated_at_tick', 'active since tick']])}`);
+  paged(c.command('list').description('the policies, a page at a time in id order, and which is active')).action(act<PageFlags>(async (ctx, _args, o) => {
+    const r = await withAdmin(ctx, (a) => listing(o, 'policies', (p) => a.listPolicies(p)));
+    ctx.out.result(r, () => `active: ${r.active ?? 'none'}\n${table(r.policies, [['id', 'policy'], ['state', 'state'], ['author', 'author'], ['reviewer', 'reviewer'], ['approver', 'approver'], ['activated_at_tick', 'active since tick']])}${more(r)}`);
   }));
   c.command('show').argument('<id>').description('a policy, its rules and history').action(act(async (ctx, [id]) => {
     const r = await withAdmin(ctx, (a) => a.getPolicy(id!));

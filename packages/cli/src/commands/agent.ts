@@ -9,6 +9,7 @@ import { act } from '../context.js';
 import { DEFAULT_CAPABILITIES, issuerFiles, mintAttestation } from '../dev.js';
 import { EXIT, UsageError } from '../exit.js';
 import { fields, table } from '../output.js';
+import { listing, more, paged, type PageFlags } from '../paging.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
@@ -212,13 +213,13 @@ export function agentCommand(): Command {
       }
     }));
 
-  agent.command('obligations').description('the obligations of the attested party (owed by default)')
+  paged(agent.command('obligations').description('the obligations of the attested party (owed by default), a page at a time'))
     .addOption(new Option('--state <state>', 'which ones').choices(['owed', 'open', 'breached', 'discharged', 'all']).default('owed'))
-    .action(act<{ state: 'owed' | 'open' | 'breached' | 'discharged' | 'all' }>(async ({ s, out }, _args, o) => {
+    .action(act<PageFlags & { state: 'owed' | 'open' | 'breached' | 'discharged' | 'all' }>(async ({ s, out }, _args, o) => {
       const c = s.agent();
       try {
-        const l = await c.listObligations({ state: o.state });
-        out.result(l, () => `${l.party} at tick ${l.tick}, ${o.state}:\n${table(l.obligations, [['id', 'obligation'], ['action', 'action'], ['state', 'state'], ['deadline_tick', 'due by tick'], ['repair_of', 'repair of'], ['discharged_by', 'discharged by']])}`);
+        const l = await listing(o, 'obligations', (p) => c.listObligations({ ...p, state: o.state }));
+        out.result(l, () => `${l.party} at tick ${l.tick}, ${o.state}:\n${table(l.obligations, [['id', 'obligation'], ['action', 'action'], ['state', 'state'], ['deadline_tick', 'due by tick'], ['repair_of', 'repair of'], ['discharged_by', 'discharged by']])}${more(l)}`);
       } finally {
         c.close();
       }

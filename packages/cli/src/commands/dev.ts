@@ -3,12 +3,14 @@
  * cluster`: the group as a member sees it.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { parseJson, type MembershipChange } from '@apl/client';
 import { act } from '../context.js';
 import { DEFAULT_PLAN, bootstrap, ensureIssuerKey, issuerFiles, type DevPlan } from '../dev.js';
 import { UsageError, advising } from '../exit.js';
 import { fields, table } from '../output.js';
+import { DEFAULTS, type Settings } from '../settings.js';
 import { withAdmin } from './admin.js';
 
 interface InitOptions {
@@ -52,24 +54,44 @@ export function devCommand(): Command {
       const plan = planOf(o);
       const files = issuerFiles(s.issuerDir);
       const key = ensureIssuerKey(files);
-      writeFileSync(files.profile, `${JSON.stringify({ issuer: plan.issuer, agent: plan.agent }, null, 2)}\n`);
       const clients = { operator: s.admin(o.author), author: s.admin(o.author), reviewer: s.admin(o.reviewer), approver: s.admin(o.approver) };
       try {
-        const made = await bootstrap(clients, { operator: o.author, author: o.author, reviewer: o.reviewer, approver: o.approver }, plan, key.publicKey);
+        const made = await bootstrap(clients, { operator: o.author, author: o.author, reviewer: o.reviewer, approver: o.approver }, plan, key);
+        writeFileSync(files.profile, `${JSON.stringify({ issuer: plan.issuer, agent: plan.agent }, null, 2)}\n`);
         const all = [{ what: 'issuer key', id: files.key, status: key.made ? 'made' : 'exists', by: 'apl' }, ...made];
-        out.result({ made: all, issuer: plan.issuer, agent: plan.agent, policy: plan.policy.id, issuer_key: files.key }, () => [
+        const next = nextCommands(s);
+        out.result({ made: all, issuer: plan.issuer, agent: plan.agent, policy: plan.policy.id, issuer_key: files.key, next }, () => [
           `node at ${s.urls('admin').join(', ')} is bootstrapped:`,
           table(all, [['what', 'what'], ['id', 'id'], ['status', 'status'], ['by', 'by']]),
           '',
           'Next, as the agent:',
-          '  export APL_ATTESTATION=$(npx apl agent attest)',
-          '  npx apl agent submit --file docs/examples/intent.json',
+          ...next.map((c) => `  ${c}`),
         ].join('\n'));
       } finally {
         for (const c of Object.values(clients)) c.close();
       }
     }));
   return dev;
+}
+
+/** A word for a POSIX shell: as it is when it is safe, else single-quoted. */
+const shellWord = (w: string) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", "'\\''")}'`);
+
+/**
+ * The agent's first commands, with the agent plane, the data directory and the CA this
+ * invocation used (the last two when they are not the defaults), so that they work
+ * pasted into a shell without this one's flags or variables.
+ */
+function nextCommands(s: Settings): string[] {
+  const where = [
+    ...(s.dataDir !== resolve(DEFAULTS.dataDir) ? ['--data-dir', s.dataDir] : []),
+    ...(s.o.ca !== undefined ? ['--ca', resolve(s.o.ca)] : []),
+  ];
+  const apl = (args: string[]) => ['npx', 'apl', ...args].map(shellWord).join(' ');
+  return [
+    `export APL_ATTESTATION=$(${apl([...where, 'agent', 'attest'])})`,
+    apl(['--agent-url', s.urls('agent').join(','), ...where, 'agent', 'submit', '--file', 'docs/examples/intent.json']),
+  ];
 }
 
 export function clusterCommand(): Command {

@@ -7,6 +7,10 @@
  * digest's index: the verifier's digest and state hash are taken where the export
  * crosses that index and compared with the node's, and the rest of the export is
  * verified too.
+ *
+ * `apl log verify --file` checks a saved export without a node. A file with its last
+ * records cut off is still a valid chain, so the auditor gives back the digest (and
+ * its index) that `apl log export` printed: the file must lead to it there.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
 import { once } from 'node:events';
@@ -76,8 +80,37 @@ export async function verifyLive(admin: AdminClient, out: Output): Promise<Verif
   return { ...report, ok: true, message: `The log verifies: ${records} records re-applied; at index ${node.applied_index} the digest and the state hash are the node's.` };
 }
 
-/** Verifies an export saved in a file: what it leads to. */
-async function verifyFile(path: string, out: Output): Promise<Verified> {
+/** The index and entry hash of an export record, read from its canonical text, or by parsing it; null when it has neither. */
+function lastOf(line: string): { index: number; digest: string } | null {
+  const index = indexOf(line);
+  const m = /^\{"entry_hash":"([0-9a-f]{64})"/.exec(line);
+  let digest = m?.[1];
+  if (digest === undefined) {
+    try {
+      const h = (parseJson(line) as { entry_hash?: unknown }).entry_hash;
+      digest = typeof h === 'string' ? h : undefined;
+    } catch {
+      digest = undefined;
+    }
+  }
+  return index === null || digest === undefined ? null : { index, digest };
+}
+
+/** What an auditor recorded at export time: the digest, and the index it was taken at (null: the file's last record). */
+interface Expected {
+  digest: string;
+  index: number | null;
+}
+
+interface FileReport {
+  /** end is what the whole file leads to. */
+  end: Verified;
+  /** at_index is what it leads to at the expected index (the end when none is given). */
+  at_index: Verified;
+}
+
+/** Verifies an export saved in a file: what it leads to, at its end and at `at` (the head after the last record at or before it). */
+async function verifyFile(path: string, at: number | null, out: Output): Promise<FileReport> {
   const v = new ExportVerifier();
   const input = createReadStream(path);
   const opened = once(input, 'open').catch(() => {
@@ -86,13 +119,46 @@ async function verifyFile(path: string, out: Output): Promise<Verified> {
   await opened;
   const progress = out.progress('verifying the file');
   let records = 0;
+  let atIndex: Verified | null = null;
   for await (const line of createInterface({ input, crlfDelay: Infinity })) {
+    if (at !== null && atIndex === null) {
+      const i = indexOf(line);
+      if (i !== null && i > at) atIndex = v.result();
+    }
     if (!v.push(line).ok) break;
     if (line.trim() !== '') records++;
     progress.update(`${records} records`);
   }
   progress.done(`${records} records`);
-  return v.result();
+  const end = v.result();
+  return { end, at_index: atIndex ?? end };
+}
+
+/** The flags --digest and --index, checked. */
+function expected(o: { digest?: string; index?: string }): Expected | null {
+  if (o.digest === undefined) {
+    if (o.index !== undefined) throw new UsageError('--index says where --digest was taken: give --digest too.');
+    return null;
+  }
+  if (!/^[0-9a-f]{64}$/.test(o.digest)) throw new UsageError(`--digest must be 64 lowercase hexadecimal digits (a ledger digest), not "${o.digest}".`);
+  if (o.index !== undefined && !/^[0-9]+$/.test(o.index)) throw new UsageError(`--index must be an integer from 0, not "${o.index}".`);
+  return { digest: o.digest, index: o.index === undefined ? null : Number(o.index) };
+}
+
+/** `apl log verify --file`: the file verifies, and leads to the recorded digest when one is given. */
+async function verifyOffline(file: string, want: Expected | null, out: Output): Promise<void> {
+  const r = await verifyFile(file, want?.index ?? null, out);
+  if (!r.end.ok) throw new MismatchError(`The export does not verify: line ${r.end.line}: ${r.end.reason}.`);
+  const end = r.end;
+  const at = r.at_index as Extract<Verified, { ok: true }>;
+  if (want !== null && at.digest !== want.digest) {
+    const where = want.index === null ? `its last record (index ${end.applied})` : `index ${want.index}`;
+    throw new MismatchError(`The export verifies, but at ${where} it leads to digest ${at.digest}, not the ${want.digest} recorded: records are missing or the digest is of another log.`);
+  }
+  const checked = want === null ? undefined : `the recorded one, at index ${want.index ?? end.applied}`;
+  out.result({ ...end, ...(want === null ? {} : { expected: want }) }, () => fields([
+    ['records', end.records], ['applied index', end.applied], ['digest', end.digest], ['state hash', end.state_hash], ['digest checked', checked],
+  ]));
 }
 
 export function logCommand(): Command {
@@ -104,17 +170,19 @@ export function logCommand(): Command {
       ctx.out.result(d, () => fields([['applied index', d.applied_index], ['tick', d.tick], ['digest', d.digest], ['state hash', d.state_hash]]));
     }));
 
-  log.command('export').description('download the log as NDJSON (one record per line)')
+  log.command('export').description('download the log as NDJSON (one record per line); it ends by saying the index and entry hash of the last record, for apl log verify --file --index --digest')
     .option('-o, --out <file>', 'write it to a file (default: standard output)')
     .action(act<{ out?: string }>(async (ctx, _args, o) => {
       const sink = o.out === undefined ? process.stdout : createWriteStream(o.out);
       const progress = ctx.out.progress('exporting the log');
       let received = 0;
       let records = 0;
+      let lastLine = '';
       await withAdmin(ctx, async (a) => {
         for await (const line of a.exportLog({ onProgress: (b) => (received = b) })) {
           if (!sink.write(`${line}\n`)) await once(sink, 'drain');
           records++;
+          lastLine = line;
           progress.update(`${records} records, ${bytes(received)}`);
         }
       });
@@ -123,18 +191,24 @@ export function logCommand(): Command {
         sink.end();
         await once(sink, 'finish');
       }
+      const last = lastOf(lastLine);
+      const keep = last === null
+        ? 'the log has no record yet'
+        : `last record: index ${last.index}, entry hash ${last.digest}\nkeep them: apl log verify --file ${o.out ?? '<file>'} --index ${last.index} --digest ${last.digest} checks that nothing was cut off`;
+      // Standard output holds the export itself unless --out moved it to a file.
+      if (o.out === undefined) ctx.out.note(keep);
+      else ctx.out.result({ file: o.out, records, bytes: received, last_index: last?.index ?? null, digest: last?.digest ?? null }, () => keep);
     }));
 
   log.command('verify')
     .description('download the export and verify it line by line against the node\'s digest and state hash (exit 6 when it does not check out)')
     .option('--file <export.ndjson>', 'verify a saved export instead, without a node: print what it leads to')
-    .action(act<{ file?: string }>(async (ctx, _args, o) => {
-      if (o.file !== undefined) {
-        const r = await verifyFile(o.file, ctx.out);
-        if (!r.ok) throw new MismatchError(`The export does not verify: line ${r.line}: ${r.reason}.`);
-        ctx.out.result(r, () => fields([['records', r.records], ['applied index', r.applied], ['digest', r.digest], ['state hash', r.state_hash]]));
-        return;
-      }
+    .option('--digest <hex>', 'with --file: the digest recorded at export time (apl log export prints it); a file cut short does not lead to it')
+    .option('--index <n>', 'with --digest: the index the digest was taken at (default: the file\'s last record)')
+    .action(act<{ file?: string; digest?: string; index?: string }>(async (ctx, _args, o) => {
+      const want = expected(o);
+      if (o.file !== undefined) return verifyOffline(o.file, want, ctx.out);
+      if (want !== null) throw new UsageError('--digest and --index check a saved export: give --file.', 'Without --file, apl log verify compares the export with the node\'s own digest.');
       const r = await withAdmin(ctx, (a) => verifyLive(a, ctx.out));
       if (!r.ok) throw new MismatchError(r.message);
       const at = r.at_node_index as Extract<Verified, { ok: true }>;

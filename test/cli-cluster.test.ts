@@ -1,0 +1,96 @@
+// Proves, with real server processes: a node says it is standalone only in a group of
+// one, and a member of three names its cluster; `apl dev init` against a cluster
+// prints Next commands that carry every replica's agent plane, and they work pasted
+// into a shell with none of apl's settings; `apl cluster status --json` names the
+// primary, so that a script can stop the primary rather than a member it guessed.
+import t from 'tap';
+import { createHash, randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseJson } from '@apl/client';
+import { EXIT } from '@apl/cli';
+import { startCluster, type Cluster } from './support/cluster.js';
+import { PRINCIPALS, testCerts } from './support/node.js';
+import { REPO, nodeEnv, spawnNode, type NodeProcess } from './support/process.js';
+
+t.setTimeout(180_000);
+
+const APL = join(REPO, 'packages/cli/bin/apl.mjs');
+const dir = mkdtempSync(join(tmpdir(), 'apl-cli-cluster-'));
+/** The development principals, as `npm run cluster:prepare` makes them. */
+const DEV = { 'dev-author': ['author', 'operator'], 'dev-reviewer': ['reviewer'], 'dev-approver': ['approver'] } as const;
+const tokens = Object.fromEntries(Object.entries(DEV).map(([name, roles]) => [name, { token: randomBytes(18).toString('base64url'), roles }]));
+let cluster: Cluster;
+
+t.before(async () => {
+  writeFileSync(join(dir, 'admin-tokens.json'), JSON.stringify(tokens));
+  const principals = Object.entries(tokens).map(([name, { token, roles }]) => ({ name, roles, token_sha256: createHash('sha256').update(token).digest('hex') }));
+  cluster = await startCluster({ env: { APL_ADMIN_PRINCIPALS: JSON.stringify([...PRINCIPALS, ...principals]) } });
+  await cluster.leader(15_000);
+});
+t.teardown(async () => {
+  await cluster?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const withoutApl = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('APL_')));
+
+function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+/** apl against every replica of the cluster, as the README's cluster section sets it up. */
+const apl = (args: string[]) => run(process.execPath, [APL, ...args], {
+  ...withoutApl(), APL_DATA_DIR: dir, APL_CA: testCerts().ca,
+  APL_AGENT_URL: cluster.members.map((m) => m.agent_url).join(','), APL_ADMIN_URL: cluster.members.map((m) => m.admin_url).join(','),
+});
+
+/** The line a node prints when it is up, once it has printed it. */
+async function upLine(p: NodeProcess): Promise<string> {
+  for (let waited = 0; waited < 10_000; waited += 50) {
+    const line = /agent-plane ledger: node \S+ is up \([^\n]*\)\./.exec(p.output());
+    if (line) return line[0];
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`the node did not say it is up\n${p.output()}`);
+}
+
+t.test('a member of three says which cluster it is in; a node alone says standalone', async (t) => {
+  for (const id of ['n1', 'n2', 'n3']) {
+    t.equal(await upLine(cluster.process(id)!), `agent-plane ledger: node ${id} is up (cluster of 3: n1, n2, n3).`);
+  }
+  const alone = mkdtempSync(join(tmpdir(), 'apl-cli-alone-'));
+  const p = await spawnNode(nodeEnv(alone));
+  t.teardown(async () => {
+    await p.stop();
+    rmSync(alone, { recursive: true, force: true });
+  });
+  t.equal(await upLine(p), 'agent-plane ledger: node n1 is up (standalone).');
+});
+
+t.test('dev init in a cluster prints Next commands that work pasted into a bare shell', async (t) => {
+  const r = await apl(['--json', 'dev', 'init']);
+  t.equal(r.code, EXIT.ok, r.stderr);
+  const next = (parseJson(r.stdout) as { next: string[] }).next;
+  const agents = cluster.members.map((m) => m.agent_url).join(',');
+  t.equal(next[1], `npx apl --agent-url ${agents} --data-dir ${dir} --ca ${testCerts().ca} agent submit --file docs/examples/intent.json`);
+  const pasted = await run('bash', ['-c', `set -e\n${next.join('\n')}`], { ...withoutApl(), PATH: `${join(REPO, 'node_modules/.bin')}:${process.env.PATH}` });
+  t.equal(pasted.code, 0, pasted.stderr);
+  t.match(pasted.stdout, /^Permitted  posted  txn_01JD7Y3K\n/);
+});
+
+t.test('cluster status names the primary, its voters, learners and peers, for people and for scripts', async (t) => {
+  const leader = await cluster.leader();
+  const status = await apl(['--json', 'cluster', 'status']);
+  t.equal(status.code, EXIT.ok, status.stderr);
+  t.match(parseJson(status.stdout), { leader, voters: ['n1', 'n2', 'n3'], learners: [] });
+  const human = await apl(['cluster', 'status']);
+  t.match(human.stdout, new RegExp(`^node +n\\d \\((leader|follower)\\)\\nleader +${leader}\\nterm +\\d+\\ncommit index +\\d+\\napplied index +\\d+\\nvoters +n1, n2, n3\\nlearners +none\\nmember +role +agent plane +peer +match index +lag\\nn1 `));
+});
