@@ -4,8 +4,9 @@
  *
  * The core (RawNode) does no I/O, reads no clock and draws randomness only from
  * `config.random`. Input is a tick (`tick()`), a message from a peer (`step(m)`) or a
- * local request (`propose`, `readIndex`, `transferLeadership`, `campaign`, `compact`).
- * Output is a Ready: state to persist, messages to send, entries to apply.
+ * local request (`propose`, `readIndex`, `transferLeadership`, `campaign`, `compact`,
+ * `stopCampaigning` when the member shuts down). Output is a Ready: state to persist,
+ * messages to send, entries to apply.
  *
  * The caller's duties, for each Ready, in this order:
  *
@@ -69,7 +70,7 @@ export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
 export { RaftInvariantError } from './assert.js';
 export { checkStart, isEmptyBoot, type ClusterState, type Identity, type StartCheck } from './identity.js';
 export { seededRandom } from './random.js';
-export { decodeConfEntry, isMember, isVoter, members, type ConfEntry } from './membership.js';
+export { confState, decodeConfEntry, isMember, isVoter, members, wasRemoved, type ConfEntry } from './membership.js';
 export {
   MESSAGE_TYPES,
   RAFT_ERROR_CODES,

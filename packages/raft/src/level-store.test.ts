@@ -11,6 +11,7 @@ import t from 'tap';
 import { DELETES_PER_WRITE, LevelLogStore, entryKey } from './level-store.js';
 import { RawNode } from './rawnode.js';
 import { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
+import { LogStoreCorruptError, decodeMeta } from './store-records.js';
 import { WalLogStore } from './wal-store.js';
 import { bytes, config, ents, text } from './testing.js';
 import type { HardState, Snapshot } from './types.js';
@@ -26,7 +27,7 @@ function batch(over: Partial<SaveBatch>): SaveBatch {
 }
 
 function snapshot(index: number, term: number, data = `state@${index}`): Snapshot {
-  return { meta: { index, term, conf: { voters: ['a', 'b', 'c'], learners: [], context: {} } }, data: bytes(data) };
+  return { meta: { index, term, conf: { voters: ['a', 'b', 'c'], learners: [], context: {}, removed: [] } }, data: bytes(data) };
 }
 
 const hs = (term: number, vote: string | null, commit: number): HardState => ({ term, vote, commit });
@@ -91,7 +92,7 @@ for (const [name, open] of stores) {
     await s.save(batch({ hardState: hs(1, 'a', 3), entries: ents([1, 1, 1, 1]) }));
     await s.save(batch({ hardState: hs(3, null, 10), snapshot: snapshot(10, 3), entries: ents([3, 3], 11) }));
     const b = await s.load();
-    t.same(b.snapshot?.meta, { index: 10, term: 3, conf: { voters: ['a', 'b', 'c'], learners: [], context: {} } });
+    t.same(b.snapshot?.meta, { index: 10, term: 3, conf: { voters: ['a', 'b', 'c'], learners: [], context: {}, removed: [] } });
     t.equal(text(b.snapshot?.data ?? new Uint8Array()), 'state@10');
     t.same(b.entries.map((e) => e.index), [11, 12]);
     t.same(b.hardState, hs(3, null, 10));
@@ -194,8 +195,30 @@ t.test('LevelLogStore: a snapshot written before membership changes loads its me
   await raw.put(Uint8Array.of(0x73), bytes('state@3'));
   await raw.close();
   const s = await LevelLogStore.open(dir);
-  t.same((await s.load()).snapshot?.meta, { index: 3, term: 2, conf: { voters: ['n1', 'n2', 'n3'], learners: [], context: {} } });
+  t.same((await s.load()).snapshot?.meta, { index: 3, term: 2, conf: { voters: ['n1', 'n2', 'n3'], learners: [], context: {}, removed: [] } });
   await s.close();
+});
+
+t.test('LevelLogStore: a snapshot written before removed ids were remembered loads as one that removed none; one written after keeps them', async (t) => {
+  const dir = await tempDir(t);
+  const raw = new Level<Uint8Array, Uint8Array>(dir, { keyEncoding: 'view', valueEncoding: 'view' });
+  await raw.put(Uint8Array.of(0x6d), bytes(JSON.stringify({ index: 3, term: 2, conf: { voters: ['n1', 'n2'], learners: ['n4'], context: { n4: 'x' } } })));
+  await raw.put(Uint8Array.of(0x73), bytes('state@3'));
+  await raw.close();
+  const s = await LevelLogStore.open(dir);
+  t.same((await s.load()).snapshot?.meta.conf, { voters: ['n1', 'n2'], learners: ['n4'], context: { n4: 'x' }, removed: [] });
+  const conf = { voters: ['n1', 'n2'], learners: [], context: {}, removed: ['n3', 'n4'] };
+  await s.saveSnapshot({ meta: { index: 4, term: 2, conf }, data: bytes('state@4') });
+  await s.close();
+  const again = await LevelLogStore.open(dir);
+  t.same((await again.load()).snapshot?.meta.conf, conf, 'the removed ids survive a restart');
+  await again.close();
+});
+
+t.test('snapshot meta whose removed ids are not a list is corruption, refused', async (t) => {
+  const meta = (removed: unknown) => bytes(JSON.stringify({ index: 3, term: 2, conf: { voters: ['n1'], learners: [], context: {}, removed } }));
+  t.throws(() => decodeMeta(meta('n3')), LogStoreCorruptError);
+  t.same(decodeMeta(meta(['n3'])).conf.removed, ['n3']);
 });
 
 t.test('LevelLogStore: index keys sort in numeric order across byte boundaries', async (t) => {

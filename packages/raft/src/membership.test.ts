@@ -3,11 +3,13 @@
 // counts at once; a removed member stops counting and learns of its removal; a change is
 // in force on a member from the moment the member appends it and reverts when the entry
 // is truncated; a leader proposes a change only after it committed an entry of its term
-// and while no other change is uncommitted; and snapshots carry the configuration, so a
-// member that catches up by snapshot or restarts knows it.
+// and while no other change is uncommitted; snapshots carry the configuration, so a
+// member that catches up by snapshot or restarts knows it; and a removed id is never a
+// member again, whichever leader is asked, however the configuration reached it.
 import t from 'tap';
-import { applyChange, confState, decodeConfEntry } from './membership.js';
+import { applyChange, confState, decodeConfEntry, encodeConfEntry } from './membership.js';
 import { Network, bytes } from './testing.js';
+import { messageCodec } from './wire/codec.js';
 import type { ConfChange, RaftResult } from './types.js';
 
 function code(r: RaftResult): string {
@@ -28,12 +30,76 @@ t.test('applyChange allows one-server changes only, and says why it refuses', as
   const c = confState(['a', 'b', 'c'], ['d']);
   t.same(applyChange(c, { type: 'addLearner', node: 'e', context: 'x' }), confState(['a', 'b', 'c'], ['d', 'e'], { e: 'x' }));
   t.same(applyChange(c, { type: 'promote', node: 'd' }), confState(['a', 'b', 'c', 'd']));
-  t.same(applyChange(c, { type: 'remove', node: 'b' }), confState(['a', 'c'], ['d']));
+  t.same(applyChange(c, { type: 'remove', node: 'b' }), confState(['a', 'c'], ['d'], {}, ['b']), 'a removal remembers the id');
+  t.same(applyChange(c, { type: 'remove', node: 'd' }), confState(['a', 'b', 'c'], [], {}, ['d']), 'a learner\'s too');
   t.match(applyChange(c, { type: 'addLearner', node: 'a' }), /already a voter/);
   t.match(applyChange(c, { type: 'promote', node: 'a' }), /already a voter/);
   t.match(applyChange(c, { type: 'promote', node: 'z' }), /not a learner/);
   t.match(applyChange(c, { type: 'remove', node: 'z' }), /not a member/);
   t.match(applyChange(confState(['a']), { type: 'remove', node: 'a' }), /last voter/);
+  const gone = confState(['a', 'c'], [], {}, ['b']);
+  t.equal(applyChange(gone, { type: 'addLearner', node: 'b', context: 'x' }), 'b was removed from the cluster and ids are never reused: add the member under a new id');
+  t.match(applyChange(gone, { type: 'promote', node: 'b' }), /not a learner/);
+  t.match(applyChange(gone, { type: 'remove', node: 'b' }), /not a member/);
+  t.same(applyChange(gone, { type: 'addLearner', node: 'e', context: 'x' }), confState(['a', 'c'], ['e'], { e: 'x' }, ['b']), 'a new id is added, the removed one still remembered');
+});
+
+t.test('a removed id is never added back: the leader refuses, and nothing changes', async (t) => {
+  const net = group();
+  net.join('n4');
+  t.equal(code(net.proposeConf('n1', { type: 'remove', node: 'n3' })), 'ok');
+  net.tickAll(1);
+  const before = net.node('n1').status();
+  t.same(before.conf.removed, ['n3'], 'the configuration remembers the removed id');
+  const r = net.proposeConf('n1', addLearner('n3'));
+  t.equal(code(r), 'conf_change_refused');
+  t.match(r.ok ? '' : r.message, /n3 was removed from the cluster and ids are never reused: add the member under a new id/);
+  const after = net.node('n1').status();
+  t.same([after.lastIndex, after.conf], [before.lastIndex, before.conf], 'nothing was appended, the configuration is unchanged');
+  t.equal(code(net.proposeConf('n1', addLearner('n4'))), 'ok', 'a new id is added');
+  t.same(net.node('n2').status().conf.removed, ['n3'], 'followers hold the removed ids too');
+});
+
+t.test('the removed ids outlive compaction, restarts, snapshots sent over the wire and new leaders', async (t) => {
+  const net = group();
+  const codec = messageCodec('removed-test');
+  // Every message crosses the wire codec, so a snapshot's configuration does too.
+  net.rewrite = (m) => codec.decode(codec.encode(m));
+  net.proposeConf('n1', { type: 'remove', node: 'n3' });
+  net.join('n4');
+  net.proposeConf('n1', addLearner('n4'));
+  net.proposeConf('n1', { type: 'promote', node: 'n4' });
+  net.propose('n1', 'more');
+  for (const id of ['n1', 'n2', 'n4']) net.compact(id);
+  t.same(net.member('n1').store.loadSync().snapshot?.meta.conf.removed, ['n3'], 'the snapshot carries the removed ids');
+
+  // n5 joins after the removal was compacted away: it learns it from the snapshot.
+  net.join('n5');
+  net.proposeConf('n1', addLearner('n5'));
+  net.tickAll(2);
+  t.ok(net.member('n5').restored.length > 0, 'n5 caught up by snapshot');
+  t.same(net.node('n5').status().conf.removed, ['n3'], 'and knows n3 was removed');
+
+  net.restart('n2');
+  t.same(net.node('n2').status().conf.removed, ['n3'], 'a restarted member rebuilds it from its snapshot');
+
+  // Another leader, elected from what it stored, refuses n3 as the first did.
+  net.isolate('n1');
+  net.campaign('n2');
+  net.heal();
+  net.isolate('n1');
+  net.propose('n2', 'its own entry');
+  t.equal(net.node('n2').status().role, 'leader');
+  const r = net.proposeConf('n2', addLearner('n3'));
+  t.equal(code(r), 'conf_change_refused', 'the new leader refuses the removed id');
+  t.match(r.ok ? '' : r.message, /never reused/);
+});
+
+t.test('a conf entry or snapshot written before removed ids were remembered reads as none removed', async (t) => {
+  const old = bytes(JSON.stringify({ change: { type: 'addLearner', node: 'n4', context: 'a' }, conf: { voters: ['n1', 'n2'], learners: ['n4'], context: { n4: 'a' } } }));
+  t.same(decodeConfEntry(old).conf, confState(['n1', 'n2'], ['n4'], { n4: 'a' }, []));
+  const now = encodeConfEntry({ change: { type: 'remove', node: 'n3' }, conf: confState(['n1', 'n2'], [], {}, ['n3']) });
+  t.same(decodeConfEntry(now).conf.removed, ['n3'], 'an entry written now carries them');
 });
 
 t.test('a learner receives the log, never votes and never counts toward a quorum', async (t) => {

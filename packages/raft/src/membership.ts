@@ -12,14 +12,27 @@
 // at most one voter, so any majority of the old voters overlaps any majority of the new.
 // The leader proposes a change only after it committed an entry of its own term (the
 // 2015 correction to §4.1) and while no other change is uncommitted.
+//
+// A configuration also remembers every id it removed, and refuses to add one back: ids
+// are never reused. A removed member's data directory still holds the old member's
+// state and knows it was removed; under its old id it would take the log, be promoted,
+// and then count toward every quorum while serving nothing.
 import { assert } from './assert.js';
 import type { ConfChange, ConfState, Entry, NodeId } from './types.js';
 
-export function confState(voters: readonly NodeId[], learners: readonly NodeId[] = [], context: Record<NodeId, string> = {}): ConfState {
+/**
+ * confState builds a configuration. `removed` may be absent: a configuration written
+ * before removed ids were remembered reads as one that removed none.
+ */
+export function confState(voters: readonly NodeId[], learners: readonly NodeId[] = [], context: Record<NodeId, string> = {}, removed: readonly NodeId[] = []): ConfState {
   const ids = [...new Set([...voters, ...learners])].sort();
   // Object.fromEntries defines own properties, so even an id such as `__proto__` is a key.
   const ctx: Record<NodeId, string> = Object.fromEntries(ids.filter((id) => Object.hasOwn(context, id)).map((id) => [id, context[id] as string]));
-  return { voters: [...voters].sort(), learners: [...learners].sort(), context: ctx };
+  return { voters: [...voters].sort(), learners: [...learners].sort(), context: ctx, removed: [...new Set(removed)].sort() };
+}
+
+export function wasRemoved(c: ConfState, id: NodeId): boolean {
+  return c.removed.includes(id);
 }
 
 export function isVoter(c: ConfState, id: NodeId): boolean {
@@ -44,8 +57,9 @@ export function confEqual(a: ConfState, b: ConfState): boolean {
 
 /**
  * applyChange returns the configuration `change` produces from `c`, or the reason it is
- * not a valid one-server change: a learner is added only if it is not a member, only a
- * learner is promoted, and the last voter is never removed.
+ * not a valid one-server change: a learner is added only if it is not a member and was
+ * never removed, only a learner is promoted, and the last voter is never removed. A
+ * removal adds the id to `removed`.
  */
 export function applyChange(c: ConfState, change: ConfChange): ConfState | string {
   const id = change.node;
@@ -53,15 +67,16 @@ export function applyChange(c: ConfState, change: ConfChange): ConfState | strin
   switch (change.type) {
     case 'addLearner':
       if (isMember(c, id)) return `${id} is already a ${isVoter(c, id) ? 'voter' : 'learner'}`;
-      return confState(c.voters, [...c.learners, id], { ...c.context, [id]: change.context ?? '' });
+      if (wasRemoved(c, id)) return `${id} was removed from the cluster and ids are never reused: add the member under a new id`;
+      return confState(c.voters, [...c.learners, id], { ...c.context, [id]: change.context ?? '' }, c.removed);
     case 'promote':
       if (isVoter(c, id)) return `${id} is already a voter`;
       if (!c.learners.includes(id)) return `${id} is not a learner: add it as a learner first`;
-      return confState([...c.voters, id], c.learners.filter((x) => x !== id), c.context);
+      return confState([...c.voters, id], c.learners.filter((x) => x !== id), c.context, c.removed);
     case 'remove':
       if (!isMember(c, id)) return `${id} is not a member`;
       if (isVoter(c, id) && c.voters.length === 1) return `${id} is the last voter`;
-      return confState(c.voters.filter((x) => x !== id), c.learners.filter((x) => x !== id), c.context);
+      return confState(c.voters.filter((x) => x !== id), c.learners.filter((x) => x !== id), c.context, [...c.removed, id]);
     default:
       return `unknown change type ${String((change as { type: unknown }).type)}`;
   }
@@ -76,18 +91,23 @@ export interface ConfEntry {
 export function encodeConfEntry(e: ConfEntry): Uint8Array {
   const change: ConfChange = { type: e.change.type, node: e.change.node };
   if (e.change.context !== undefined) change.context = e.change.context;
-  return new TextEncoder().encode(JSON.stringify({ change, conf: confState(e.conf.voters, e.conf.learners, e.conf.context) }));
+  return new TextEncoder().encode(JSON.stringify({ change, conf: confState(e.conf.voters, e.conf.learners, e.conf.context, e.conf.removed) }));
 }
 
-/** decodeConfEntry reads a conf entry's data. A malformed one is a bug of the writer: it throws. */
+/**
+ * decodeConfEntry reads a conf entry's data. A malformed one is a bug of the writer: it
+ * throws. An entry written before removed ids were remembered has no `removed`: none.
+ */
 export function decodeConfEntry(data: Uint8Array): ConfEntry {
-  const v = JSON.parse(new TextDecoder().decode(data)) as ConfEntry;
+  const v = JSON.parse(new TextDecoder().decode(data)) as { change?: ConfChange; conf?: Partial<ConfState> };
+  const conf = v?.conf;
   assert(
-    typeof v === 'object' && v !== null && typeof v.change?.node === 'string' &&
-      Array.isArray(v.conf?.voters) && Array.isArray(v.conf?.learners) && typeof v.conf?.context === 'object',
+    typeof v === 'object' && v !== null && typeof v.change?.node === 'string' && conf !== undefined &&
+      Array.isArray(conf.voters) && Array.isArray(conf.learners) && typeof conf.context === 'object' &&
+      (conf.removed === undefined || Array.isArray(conf.removed)),
     'a conf entry holds {change, conf}',
   );
-  return { change: v.change, conf: confState(v.conf.voters, v.conf.learners, v.conf.context) };
+  return { change: v.change as ConfChange, conf: confState(conf.voters as NodeId[], conf.learners as NodeId[], conf.context as Record<NodeId, string>, conf.removed) };
 }
 
 /**

@@ -1,6 +1,7 @@
 // Proves the behaviour of whole groups in the scenarios the server depends on: pre-vote
-// with check-quorum, leadership transfer, a lagging follower caught up by snapshot, a
-// partitioned old leader that must not commit, and linearizable reads (ReadIndex).
+// with check-quorum, leadership transfer (never to a member that is stopping), a
+// lagging follower caught up by snapshot, a partitioned old leader that must not
+// commit, and linearizable reads (ReadIndex).
 import t from 'tap';
 import { bytes, msg, Network, text } from './testing.js';
 import type { NodeId } from './types.js';
@@ -118,6 +119,29 @@ t.test('leadership transfer', async (t) => {
     t.equal(a.status().leadTransferee, null);
     t.equal(a.status().role, 'leader');
     t.ok(a.propose([bytes('z')]).ok);
+  });
+
+  t.test('to a member that is stopping: it does not take over, the transfer is abandoned after an election timeout, and it still votes', async (t) => {
+    const net = new Network(ABC);
+    net.campaign('a');
+    net.propose('a', 'x');
+    net.node('b').stopCampaigning();
+    const a = net.node('a');
+    t.ok(a.transferLeadership('b').ok);
+    net.drain();
+    t.equal(net.leader(), 'a', 'b ignored the timeoutNow: a still leads');
+    t.ok(net.delivered.some((m) => m.type === 'timeoutNow' && m.to === 'b'), 'although it was asked');
+    net.tickAll(10, ['a']);
+    t.equal(a.status().leadTransferee, null, 'abandoned after an election timeout');
+    t.equal(a.status().role, 'leader', 'the leader leads on');
+    // Without a leader, the stopping member never campaigns, but votes for the one that does.
+    net.isolate('a');
+    net.tickAll(40, ['b']);
+    t.equal(net.node('b').status().role, 'follower', 'b never campaigns on its timeout');
+    net.heal();
+    net.isolate('a');
+    net.campaign('c');
+    t.equal(net.leader(), 'c', 'c is elected with the stopping member\'s vote');
   });
 
   t.test('a follower forwards the request to the leader', async (t) => {

@@ -69,6 +69,12 @@ export class Raft {
   randomizedElectionTimeout = 0;
   /** leadTransferee is the member the leader is handing over to, or null. */
   leadTransferee: NodeId | null = null;
+  /**
+   * stopping: the member is shutting down (RawNode.stopCampaigning) and takes no
+   * leadership: it never campaigns, not even when a leader hands over to it, so that a
+   * stopping leader's transfer never lands on a member about to stop too. Never cleared.
+   */
+  stopping = false;
 
   /**
    * retiring maps a member the leader removed to the index of its removal. The leader
@@ -121,13 +127,14 @@ export class Raft {
   }
 
   /**
-   * promotable says whether this node may campaign: it is a voter of its latest
-   * configuration, or the latest change removes it and is not yet committed. Such a
-   * member may still be needed until the change commits (dissertation §4.2.2): it
-   * campaigns, and wins, under the new configuration, counting only the votes of its
-   * voters, then leads until the change commits and steps down.
+   * promotable says whether this node may campaign: it is not stopping, and it is a
+   * voter of its latest configuration, or the latest change removes it and is not yet
+   * committed. Such a member may still be needed until the change commits
+   * (dissertation §4.2.2): it campaigns, and wins, under the new configuration, counting
+   * only the votes of its voters, then leads until the change commits and steps down.
    */
   promotable(): boolean {
+    if (this.stopping) return false;
     if (this.isVoter(this.id)) return true;
     const at = this.confs.lastIndex();
     return at > this.log.committed && isVoter(this.confs.at(at - 1), this.id);
@@ -187,10 +194,12 @@ export class Raft {
     if (this.leadTransferee !== null) {
       return this.error('transfer_in_progress', `leadership is being transferred to ${this.leadTransferee}`);
     }
-    const refused = this.confChangeRefusal(change);
-    if (refused !== null) return this.error('conf_change_refused', refused);
+    // A change that is invalid in itself (a removed id added back) is refused for that
+    // reason first: it will never be valid, whereas the refusals below pass with time.
     const next = applyChange(this.conf, change);
     if (typeof next === 'string') return this.error('conf_change_refused', next);
+    const refused = this.confChangeRefusal(change);
+    if (refused !== null) return this.error('conf_change_refused', refused);
     if (this.log.lastIndex() - this.log.committed + 1 > this.cfg.maxUncommittedEntries) {
       return this.error('uncommitted_limit', `the limit of ${this.cfg.maxUncommittedEntries} uncommitted entries is reached`);
     }

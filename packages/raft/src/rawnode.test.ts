@@ -52,7 +52,7 @@ t.test('the Ready cycle', async (t) => {
     // The only voter, with a learner, wins its election in the Ready that starts it. Its
     // appends there carry a term not yet on its disk: sent early, a crash before the write
     // would let it win that term again with other entries at the same indexes.
-    const conf = { voters: ['solo'], learners: ['l'], context: {} };
+    const conf = { voters: ['solo'], learners: ['l'], context: {}, removed: [] };
     const snap = { meta: { index: 1, term: 1, conf }, data: bytes('s') };
     const n = new RawNode(config('solo', ['solo']), boot([], { term: 1, commit: 1 }, snap));
     n.campaign();
@@ -223,7 +223,7 @@ t.test('malformed input', async (t) => {
       ['entries with a gap', { ...good, entries: ents([1], 3) }],
       ['an entry of a later term', { ...good, entries: ents([2], 2) }],
       ['entries on a heartbeat', { ...good, type: 'heartbeat' }],
-      ['a snapshot without a voter', msg({ type: 'snap', from: 'a', to: 'b', term: 1, snapshot: { meta: { index: 5, term: 1, conf: { voters: [], learners: ['a'], context: {} } }, data: bytes('s') } })],
+      ['a snapshot without a voter', msg({ type: 'snap', from: 'a', to: 'b', term: 1, snapshot: { meta: { index: 5, term: 1, conf: { voters: [], learners: ['a'], context: {}, removed: [] } }, data: bytes('s') } })],
       ['a conf entry that is not one', { ...good, entries: [{ index: 2, term: 1, data: bytes('{}'), type: 'conf' }] }],
       ['a snap without a snapshot', msg({ type: 'snap', from: 'a', to: 'b', term: 1 })],
     ];

@@ -100,6 +100,17 @@ export class RawNode {
     return this.raft.transferLeadership(to);
   }
 
+  /**
+   * stopCampaigning: this member is shutting down and takes no leadership from now on.
+   * It never campaigns, neither on its election timeout nor when a leader hands over to
+   * it (timeoutNow), but it still votes, so the others can elect one of themselves. A
+   * leader keeps leading until it hands over. It cannot be undone: a restart builds a
+   * new node.
+   */
+  stopCampaigning(): void {
+    this.raft.stopping = true;
+  }
+
   reportUnreachable(id: NodeId): void {
     this.raft.reportUnreachable(id);
   }

@@ -25,11 +25,13 @@ export function decodeMeta(b: Uint8Array): SnapshotMeta {
   if (!isIndex(v.index) || !isIndex(v.term)) throw new LogStoreCorruptError('malformed snapshot meta');
   // A store written before membership changes holds the voters as `members`.
   if (v.conf === undefined && Array.isArray(v.members)) return { index: v.index, term: v.term, conf: confState(v.members.map(String)) };
-  const c = v.conf;
-  if (typeof c !== 'object' || c === null || !Array.isArray(c.voters) || !Array.isArray(c.learners) || typeof c.context !== 'object') {
+  const c = v.conf as Partial<SnapshotMeta['conf']> | undefined;
+  if (typeof c !== 'object' || c === null || !Array.isArray(c.voters) || !Array.isArray(c.learners) || typeof c.context !== 'object' ||
+    !(c.removed === undefined || Array.isArray(c.removed))) {
     throw new LogStoreCorruptError('malformed snapshot meta');
   }
-  return { index: v.index, term: v.term, conf: confState(c.voters.map(String), c.learners.map(String), c.context) };
+  // A store written before removed ids were remembered has no `removed`: it removed none.
+  return { index: v.index, term: v.term, conf: confState(c.voters.map(String), c.learners.map(String), c.context, (c.removed ?? []).map(String)) };
 }
 
 export function decodeIdentity(b: Uint8Array): Identity {

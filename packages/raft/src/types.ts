@@ -8,13 +8,16 @@ export type NodeId = string;
 
 /**
  * ConfState is a configuration: the voters, the learners (they receive the log but
- * neither vote nor count toward a quorum) and an opaque context per member, chosen by
- * the application. Invariant: voters and learners are sorted and disjoint.
+ * neither vote nor count toward a quorum), an opaque context per member, chosen by
+ * the application, and the ids removed so far, which are never members again.
+ * Invariant: voters, learners and removed are sorted and pairwise disjoint.
  */
 export interface ConfState {
   voters: NodeId[];
   learners: NodeId[];
   context: Record<NodeId, string>;
+  /** the ids removed by the changes that led to this configuration; a change that adds one back is refused. */
+  removed: NodeId[];
 }
 
 /**

@@ -28,7 +28,7 @@ async function tempDir(t: { teardown: (f: () => Promise<void>) => void }): Promi
 
 const batch = (over: Partial<SaveBatch>): SaveBatch => ({ hardState: null, snapshot: null, entries: [], mustSync: true, ...over });
 const hs = (term: number, vote: string | null, commit: number): HardState => ({ term, vote, commit });
-const snapshot = (index: number, term: number): Snapshot => ({ meta: { index, term, conf: { voters: ['a', 'b', 'c'], learners: [], context: {} } }, data: bytes(`state@${index}`) });
+const snapshot = (index: number, term: number): Snapshot => ({ meta: { index, term, conf: { voters: ['a', 'b', 'c'], learners: [], context: {}, removed: [] } }, data: bytes(`state@${index}`) });
 const indexes = (b: { entries: { index: number }[] }) => b.entries.map((e) => e.index);
 const segments = async (dir: string) => (await readdir(dir)).filter((n) => n.endsWith('.wal')).sort();
 const freed = async (dir: string) => (await readdir(dir)).filter((n) => n.endsWith('.free')).sort();

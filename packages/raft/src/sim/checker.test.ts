@@ -124,12 +124,15 @@ t.test('membership: a leader holding two changes that are not known committed', 
 
 t.test('membership: an applied change must make, from the configuration before it, the one it carries', async (t) => {
   const checker = new Checker(['a', 'b', 'c']);
-  const change = (index: number, node: string, voters: string[]): Entry => ({
+  const change = (index: number, node: string, voters: string[], removed: string[]): Entry => ({
     index,
     term: 1,
     type: 'conf',
-    data: encodeConfEntry({ change: { type: 'remove', node }, conf: confState(voters) }),
+    data: encodeConfEntry({ change: { type: 'remove', node }, conf: confState(voters, [], {}, removed) }),
   });
-  t.doesNotThrow(() => checker.onApply('a', change(1, 'c', ['a', 'b']), 1), 'a valid one-server change');
-  t.equal(fired(() => checker.onApply('a', change(2, 'b', ['c']), 2)), 'membership', 'a change that carries another configuration');
+  t.doesNotThrow(() => checker.onApply('a', change(1, 'c', ['a', 'b'], ['c']), 1), 'a valid one-server change');
+  t.equal(fired(() => checker.onApply('a', change(2, 'b', ['c'], ['b', 'c']), 2)), 'membership', 'a change that carries another configuration');
+  const other = new Checker(['a', 'b', 'c']);
+  other.onApply('a', change(1, 'c', ['a', 'b'], ['c']), 1);
+  t.equal(fired(() => other.onApply('a', change(2, 'b', ['a'], ['c']), 2)), 'membership', 'a removal that forgets the id it removed');
 });

@@ -284,8 +284,9 @@ export class Checker {
     const { change, conf } = decodeConfEntry(e.data);
     const made = applyChange(this.chain, change);
     if (typeof made === 'string' || !confEqual(made, conf)) {
-      const why = typeof made === 'string' ? made : `it makes ${JSON.stringify(made.voters)}`;
-      throw new Violation('membership', `${id} applies ${change.type} ${change.node} at ${e.index} carrying voters ${JSON.stringify(conf.voters)}, but from the configuration before it ${why}`);
+      const shown = (c: typeof conf) => `voters ${JSON.stringify(c.voters)}, learners ${JSON.stringify(c.learners)}, removed ${JSON.stringify(c.removed)}`;
+      const why = typeof made === 'string' ? made : `it makes ${shown(made)}`;
+      throw new Violation('membership', `${id} applies ${change.type} ${change.node} at ${e.index} carrying ${shown(conf)}, but from the configuration before it ${why}`);
     }
     this.chain = conf;
     this.chainAt = e.index;

@@ -33,7 +33,8 @@ export function checkSeedRange(t: Test, from: number, count: number): void {
   t.ok(counts.compactionCrashes >= count / 20, `crashes between compaction and its write: ${counts.compactionCrashes}`);
   t.ok(counts.wipeRefusals >= count / 20, `starts refused on a wiped disk: ${counts.wipeRefusals}`);
   // Membership: every kind of change proposed and committed, refusals, leaders that
-  // crashed in the middle of a change, removed members told of their removal.
+  // crashed in the middle of a change, removed members told of their removal, removed
+  // ids refused when the operator adds them back.
   t.ok(counts.addsProposed >= count / 4, `learners proposed: ${counts.addsProposed}`);
   t.ok(counts.promotesProposed >= count / 10, `promotions proposed: ${counts.promotesProposed}`);
   t.ok(counts.removesProposed >= count / 4, `removals proposed: ${counts.removesProposed}`);
@@ -43,4 +44,5 @@ export function checkSeedRange(t: Test, from: number, count: number): void {
   t.ok(counts.confRefused >= count, `changes refused: ${counts.confRefused}`);
   t.ok(counts.confInterrupted >= count / 10, `leaders crashed with a change uncommitted: ${counts.confInterrupted}`);
   t.ok(counts.removedTold >= count / 10, `removed members told of their removal: ${counts.removedTold}`);
+  t.ok(counts.reuseRefused >= count / 2, `removed ids refused when added back: ${counts.reuseRefused}`);
 }

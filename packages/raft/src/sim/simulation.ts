@@ -121,6 +121,8 @@ export interface SimCounts {
   confInterrupted: number;
   /** removed members that applied their own removal before their process was stopped. */
   removedTold: number;
+  /** removed ids the operator asked a leader to add back, refused (ids are never reused). */
+  reuseRefused: number;
 }
 
 /** zeroCounts is a SimCounts with every count at zero, to sum runs into. */
@@ -145,6 +147,7 @@ export function zeroCounts(): SimCounts {
     confRefused: 0,
     confInterrupted: 0,
     removedTold: 0,
+    reuseRefused: 0,
   };
 }
 
@@ -849,7 +852,24 @@ class Simulation {
       if (this.memberRng.chance(0.3)) this.proposeChange(s, this.dangerousChange(s, null, before));
       this.afterChange(s, before);
     }
+    this.proposeRemovedId(s);
     this.pump(s);
+  }
+
+  /**
+   * proposeRemovedId asks leader `s` to add back the id its configuration removed last,
+   * as an operator restarting a removed member on its old directory would. Ids are never
+   * reused: a leader that accepts fails the run. It draws no random number, so the
+   * operator's other choices are those it would make without it.
+   */
+  private proposeRemovedId(s: Slot): void {
+    const node = s.node;
+    if (node === null || node.raft.role !== 'leader' || node.raft.conf.removed.length === 0) return;
+    const id = node.raft.conf.removed[node.raft.conf.removed.length - 1] as NodeId;
+    const r = node.proposeConfChange({ type: 'addLearner', node: id, context: `addr-${id}` });
+    this.trace(`conf ${s.id} addLearner ${id} (removed) ${r.ok ? r.firstIndex : r.code}`);
+    if (r.ok) throw new Violation('membership', `${s.id} accepted ${id} back as a learner at ${r.firstIndex}, but ${id} was removed: ids are never reused`);
+    if (r.code === 'conf_change_refused') this.counts.reuseRefused++;
   }
 
   /**

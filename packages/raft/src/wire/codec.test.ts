@@ -1,7 +1,8 @@
 // Proves that what a peer decodes is what was sent: every message type round-trips with
 // arbitrary field values (uint64s up to 2^53 - 1, empty and non-empty data, optional
 // snapshot and context), a 64-bit value beyond 2^53 is refused rather than rounded, a
-// message of another cluster or a malformed buffer is refused, and the committed
+// message of another cluster or a malformed buffer is refused, snapshot metadata of a
+// sender that predates the removed ids reads as none removed, and the committed
 // descriptor is the one proto/raft.proto generates.
 import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -27,14 +28,17 @@ const entry: fc.Arbitrary<Entry> = fc.record(
   },
   { requiredKeys: ['index', 'term', 'data'] },
 );
-// A configuration as confState() makes it: sorted, disjoint, contexts only for members.
-const conf = fc.uniqueArray(id, { minLength: 1, maxLength: 6 }).chain((ids) =>
-  fc.record({
+// A configuration as confState() makes it: sorted, disjoint, contexts only for members,
+// and removed ids (none, or some) that are no member's.
+const conf = fc.uniqueArray(id, { minLength: 1, maxLength: 9 }).chain((all) => {
+  const ids = all.slice(0, 6);
+  return fc.record({
     voters: fc.constant(ids.slice(0, Math.ceil(ids.length / 2)).sort()),
     learners: fc.constant(ids.slice(Math.ceil(ids.length / 2)).sort()),
     context: fc.constant(Object.fromEntries(ids.sort().map((x) => [x, `ctx-${x}`]))),
-  }),
-);
+    removed: fc.constant(all.slice(6).sort()),
+  });
+});
 const message: fc.Arbitrary<Message> = fc
   .record(
     {
@@ -72,7 +76,7 @@ t.test('every message type round-trips, field for field', async (t) => {
 });
 
 t.test('an empty context and an empty snapshot are kept apart from absent ones', async (t) => {
-  const empty: Message = { ...base(), context: new Uint8Array(), snapshot: { meta: { index: 0, term: 0, conf: { voters: [], learners: [], context: {} } }, data: new Uint8Array() } };
+  const empty: Message = { ...base(), context: new Uint8Array(), snapshot: { meta: { index: 0, term: 0, conf: { voters: [], learners: [], context: {}, removed: [] } }, data: new Uint8Array() } };
   const decoded = codec.decode(codec.encode(empty));
   t.ok(decoded.context instanceof Uint8Array && decoded.context.length === 0, 'empty context stays present');
   t.same(decoded.snapshot, empty.snapshot);
@@ -123,13 +127,21 @@ t.test('malformed input is refused with a WireError', async (t) => {
 });
 
 t.test('snapshot metadata round-trips on its own', async (t) => {
-  const meta = { index: 2 ** 53 - 1, term: 7, conf: { voters: ['n1', 'n2', 'n3'], learners: ['n4'], context: { n1: 'a', n4: 'd' } } };
-  t.same(decodeSnapshotMeta(encodeSnapshotMeta(meta)), meta);
+  const meta = { index: 2 ** 53 - 1, term: 7, conf: { voters: ['n1', 'n2', 'n3'], learners: ['n4'], context: { n1: 'a', n4: 'd' }, removed: ['n0', 'n5'] } };
+  t.same(decodeSnapshotMeta(encodeSnapshotMeta(meta)), meta, 'the removed ids travel with the configuration');
   // A member id is any non-empty string, `__proto__` too: it stays a key of its own.
-  const odd = { index: 1, term: 1, conf: { voters: ['__proto__', 'constructor'], learners: [], context: Object.fromEntries([['__proto__', 'a'], ['constructor', 'b']]) } };
+  const odd = { index: 1, term: 1, conf: { voters: ['__proto__', 'constructor'], learners: [], context: Object.fromEntries([['__proto__', 'a'], ['constructor', 'b']]), removed: [] } };
   const back = decodeSnapshotMeta(encodeSnapshotMeta(odd));
   t.same(Object.entries(back.conf.context), [['__proto__', 'a'], ['constructor', 'b']]);
   t.throws(() => decodeSnapshotMeta(new Uint8Array([0xff])), { code: 'malformed' });
+});
+
+t.test('snapshot metadata of a sender that predates removed ids (no field 6) reads as none removed', async (t) => {
+  // What such a sender wrote: index, term, voters, learners and context only.
+  const old = wireTypes.snapshotMeta.encode({ index: 9, term: 2, voters: ['n1', 'n2'], learners: ['n4'], context: { n4: 'd' } }).finish();
+  t.same(decodeSnapshotMeta(old), { index: 9, term: 2, conf: { voters: ['n1', 'n2'], learners: ['n4'], context: { n4: 'd' }, removed: [] } });
+  const refused = wireTypes.snapshotMeta.encode({ index: 9, term: 2, voters: ['n1'], removed: [''] }).finish();
+  t.throws(() => decodeSnapshotMeta(refused), { code: 'malformed' }, 'a removed id must name a member that was');
 });
 
 t.test('the committed descriptors are what the .proto files generate', async (t) => {

@@ -93,8 +93,8 @@ function entryToWire(e: Entry): Record<string, unknown> {
 }
 
 function metaToWire(meta: SnapshotMeta): Record<string, unknown> {
-  const { voters, learners, context } = meta.conf;
-  return { index: u64(meta.index, 'snapshot index'), term: u64(meta.term, 'snapshot term'), voters, learners, context };
+  const { voters, learners, context, removed } = meta.conf;
+  return { index: u64(meta.index, 'snapshot index'), term: u64(meta.term, 'snapshot term'), voters, learners, context, removed };
 }
 
 function u64(value: number, field: string): number {
@@ -144,7 +144,9 @@ function metaFromWire(w: Decoded): SnapshotMeta {
   const voters = (w.voters as string[]).map((id) => nodeId(id, 'voter'));
   const learners = (w.learners as string[]).map((id) => nodeId(id, 'learner'));
   const context = Object.fromEntries(Object.entries((w.context ?? {}) as Record<string, string>).map(([id, v]) => [nodeId(id, 'member'), String(v)]));
-  return { index: safe(w.index, 'snapshot index'), term: safe(w.term, 'snapshot term'), conf: confState(voters, learners, context) };
+  // A sender that predates the field sends none: no id removed.
+  const removed = ((w.removed ?? []) as string[]).map((id) => nodeId(id, 'removed id'));
+  return { index: safe(w.index, 'snapshot index'), term: safe(w.term, 'snapshot term'), conf: confState(voters, learners, context, removed) };
 }
 
 function entryFromWire(w: Decoded): Entry {

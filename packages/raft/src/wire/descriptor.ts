@@ -75,6 +75,11 @@ export const RAFT_DESCRIPTOR = {
                       "keyType": "string",
                       "type": "string",
                       "id": 5
+                    },
+                    "removed": {
+                      "rule": "repeated",
+                      "type": "string",
+                      "id": 6
                     }
                   }
                 },
