@@ -53,6 +53,8 @@ export interface AdminNode {
   queries: Queries;
   submit(op: Operation): Promise<Applied>;
   readBarrier(): Promise<void>;
+  /** Throws when this replica serves no reads at all (removed from the group), local ones included. */
+  refuseRead(): void;
   /** The state store's position: applied index, chain head, state hash. */
   position(): StorePosition;
   journal(): AsyncIterable<string>;
@@ -120,6 +122,7 @@ export function adminApp(o: AdminOptions): Express {
    * which in the Consistency header, as the agent plane's reads do.
    */
   const barrier = async (res: Response, query: z.infer<typeof ReadQuery>) => {
+    o.node.refuseRead();
     const local = query.consistency === 'local';
     if (!local) await o.node.readBarrier();
     res.setHeader('Consistency', local ? 'local' : 'linearizable');
@@ -218,7 +221,7 @@ export function adminApp(o: AdminOptions): Express {
     const { status: s, members } = o.node.cluster();
     return {
       node: s.id, role: s.role, term: s.term, leader: s.leader, commit_index: s.commit, applied_index: o.node.position().applied,
-      voters: s.conf.voters, learners: s.conf.learners,
+      voters: s.conf.voters, learners: s.conf.learners, removed: s.conf.removed,
       members: members.map((m) => ({
         id: m.id, agent_url: m.agent_url, admin_url: m.admin_url ?? null, peer_addr: m.peer_addr,
         role: m.id === s.leader ? 'leader' : m.voter ? 'follower' : 'learner',

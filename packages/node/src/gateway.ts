@@ -36,6 +36,8 @@ export interface GatewayNode {
   submit(op: Operation): Promise<Applied>;
   /** Resolves once local state reflects every write committed before the call. */
   readBarrier(): Promise<void>;
+  /** Throws when this replica serves no reads at all (removed from the group), local ones included. */
+  refuseRead(): void;
   /** Whether this replica is the primary (its state is current for every write it proposes). */
   isPrimary(): boolean;
   health(): { ready: boolean; detail: Record<string, unknown> };
@@ -308,6 +310,7 @@ async function read(o: GatewayOptions, call: ReadCall, headers: Record<string, s
  * made just before is seen. Answers the attested agent's party.
  */
 async function reader(o: GatewayOptions, call: ReadCall, headers: Record<string, string>): Promise<string> {
+  o.node.refuseRead();
   const local = call.query.consistency === 'local';
   if (!local) await o.node.readBarrier();
   const attested = await attest(o, call.token);

@@ -175,6 +175,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     queries,
     submit,
     readBarrier,
+    refuseRead: () => replica.refuseRead(),
     isPrimary: () => replica.isLeader(),
     health: () => {
       const s = replica.status();
@@ -258,7 +259,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     adminUrl,
     log,
     close: () => (closing ??= (async () => {
-      if (mesh) await handOver(replica, log, c.commit_timeout_ms);
+      // While the planes still serve: a primary hands over first, so a rolling restart costs no election.
+      await replica.handOver();
       await feeds.close();
       await Promise.all([agent.close(), closeServer(adminServer)]);
       await replica.close();
@@ -308,24 +310,5 @@ function closeServer(s: Server): Promise<void> {
     s.close(() => r());
     s.closeIdleConnections();
   });
-}
-
-/**
- * A primary that stops hands leadership to its most up-to-date follower first, so a
- * rolling restart costs no election timeout. Gives up after `timeoutMs`: then the
- * followers elect a leader on their own.
- */
-async function handOver(replica: Replica, log: Logger, timeoutMs: number): Promise<void> {
-  if (!replica.isLeader()) return;
-  const to = replica.bestTransferee();
-  if (to === null) return;
-  try {
-    replica.transferLeadership(to);
-  } catch {
-    return;
-  }
-  const deadline = Date.now() + timeoutMs;
-  while (replica.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  log.info({ event: 'leadership_handed_over', to, done: !replica.isLeader() }, replica.isLeader() ? 'leadership transfer did not complete before stopping' : 'leadership handed over before stopping');
 }
 

@@ -3,18 +3,26 @@
 // compaction decided while no member installs anything, whose store sync is still
 // running when a member begins to install, does not run once the sync is done; and the
 // rule itself, holdsCompaction, holds only for a live member installing or behind, and only for
-// SNAPSHOT_HOLD_INTERVALS intervals.
+// SNAPSHOT_HOLD_INTERVALS intervals. With the same replicas: a stopping primary hands
+// over only to a member that is not stopping, and closing every member at once ends
+// after an election timeout; a proposal made during a leadership transfer is recorded
+// (by the new primary, or here if the transfer fails); a removed member refuses every
+// read, and its id is never added back.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import t, { type Test } from 'tap';
 import { encodeOperation, type Operation } from '@apl/core';
+import { ApiError } from './errors.js';
 import type { Message, NodeId, ProgressStatus } from '@apl/raft';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
 import { holdsCompaction, Replica, type Transport } from './replica.js';
 import type { WrapDb } from './ledger-store.js';
+
+// Three replicas elect a primary (a one-second election timeout) in every test but the first.
+t.setTimeout(180_000);
 
 const progress = (state: ProgressStatus['state'], recentActive: boolean, match = 1_000): ProgressStatus =>
   ({ match, next: match + 1, state, voter: true, paused: false, recentActive, inflight: 0 });
@@ -37,7 +45,7 @@ interface Member {
   id: NodeId;
   replica: Replica;
   dir: string;
-  events: { event?: string; index?: number }[];
+  events: { event?: string; index?: number; to?: string | null; done?: boolean; msg?: string }[];
   /** while held, the store's synced batches wait in `waiting` until the test lets them go. */
   gate: { held: boolean; waiting: (() => void)[]; reached: number };
 }
@@ -48,7 +56,7 @@ interface Member {
  * the primary, and the primary's answer reaches the follower only once the follower
  * has applied the entry itself (or after 5 s, as a refusal).
  */
-async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean } = {}) {
+async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean; forward?: boolean } = {}) {
   const ids = ['n1', 'n2', 'n3'];
   const members = new Map<NodeId, Member>();
   /** messages to or from these members are lost. */
@@ -110,6 +118,7 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
           return at;
         },
       } : {}),
+      ...(opts.forward ? { forward: async (leader: NodeId, bytes: Uint8Array) => members.get(leader)!.replica.appendForwarded(bytes) } : {}),
     });
     members.set(id, { id, replica, dir, events, gate });
   }
@@ -237,4 +246,106 @@ t.test('operations forwarded to the primary apply as their bytes say, also where
   await appliedEverywhere(end);
   t.equal(new Set(hashes()).size, 1, 'every member holds the same state, the old primary too');
   t.equal(kept(first), 0, 'and it keeps nothing');
+});
+
+/** The primary, once every member follows it. */
+async function primaryOf(all: Member[], until: (what: string, ok: () => boolean, ms?: number) => Promise<void>): Promise<Member> {
+  await until('a primary every member follows and has answered', () => {
+    const leader = all.find((m) => m.replica.isLeader());
+    const progress = Object.entries(leader?.replica.status().progress ?? {}).filter(([id]) => id !== leader?.id);
+    return leader !== undefined && all.every((m) => m.replica.status().leader === leader.id) && progress.length === 2 && progress.every(([, p]) => p.recentActive);
+  });
+  return all.find((m) => m.replica.isLeader())!;
+}
+
+const catching = (f: () => void): unknown => {
+  try {
+    f();
+    return null;
+  } catch (err) {
+    return err;
+  }
+};
+const handOvers = (m: Member) => m.events.filter((e) => e.event === 'leadership_handed_over');
+const party = (id: string): Operation => ({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id });
+
+t.test('a primary that stops alone hands leadership to a follower, and says so', async (t) => {
+  const { all, until } = await openMembers(t, 'handover-test');
+  const primary = await primaryOf(all, until);
+  await primary.replica.close();
+  t.match(handOvers(primary), [{ done: true }], 'leadership_handed_over, done');
+  const others = all.filter((m) => m !== primary);
+  await until('a new primary', () => others.some((m) => m.replica.isLeader()), 2_000);
+  t.equal(others.find((m) => m.replica.isLeader())!.id, handOvers(primary)[0]!.to, 'to the member it named');
+});
+
+t.test('a stopping member takes no leadership: the primary stopping beside it gives up after an election timeout', async (t) => {
+  const { all, until } = await openMembers(t, 'handover-stopping-test');
+  const primary = await primaryOf(all, until);
+  const followers = all.filter((m) => m !== primary);
+  // The followers begin to stop (a node does this first, while its planes drain); they still run.
+  await Promise.all(followers.map((m) => m.replica.handOver()));
+  await primary.replica.close();
+  t.match(handOvers(primary), [{ done: false }], 'the hand-over did not complete');
+  t.match(handOvers(primary)[0]!.msg, /abandoned after an election timeout/, 'and the log says why');
+  t.ok(followers.every((m) => !m.replica.isLeader()), 'no stopping follower took leadership');
+  t.same(followers.map((m) => handOvers(m).length), [0, 0], 'a follower has nothing to hand over');
+});
+
+t.test('closing every member at once ends after an election timeout, not the old 5 s wait', async (t) => {
+  const { all, until } = await openMembers(t, 'stop-all-test');
+  const primary = await primaryOf(all, until);
+  // The election timeout is 1 s here; the old wait was the commit timeout, 5 s.
+  const started = Date.now();
+  await Promise.all(all.map((m) => m.replica.close()));
+  const ms = Date.now() - started;
+  t.match(handOvers(primary), [{ done: false }], 'the primary found no member to take over, and said so');
+  t.ok(ms < 3_000, `every close resolved in ${ms} ms`);
+});
+
+t.test('a proposal made while the primary transfers leadership is recorded by the new primary', async (t) => {
+  const { all, until } = await openMembers(t, 'transfer-propose-test', { forward: true });
+  const primary = await primaryOf(all, until);
+  const to = all.find((m) => m !== primary)!;
+  primary.replica.transferLeadership(to.id);
+  // Raft refuses proposals from now until the transfer ends; this one waits for it.
+  const answer = await primary.replica.propose(party('during-transfer'));
+  t.ok(answer.result.ok, 'recorded');
+  t.ok(to.replica.isLeader(), `${to.id} leads`);
+  t.equal(primary.replica.status().leader, to.id, 'and the old primary forwarded to it');
+});
+
+t.test('a proposal made while a transfer fails is recorded by the primary, which still leads', async (t) => {
+  const { all, down, until } = await openMembers(t, 'transfer-fails-test', { forward: true });
+  const primary = await primaryOf(all, until);
+  const to = all.find((m) => m !== primary)!;
+  down.add(to.id);
+  primary.replica.transferLeadership(to.id);
+  const answer = await primary.replica.propose(party('failed-transfer'));
+  t.ok(answer.result.ok, 'recorded once the transfer was abandoned');
+  t.ok(primary.replica.isLeader(), 'by the primary, which still leads');
+});
+
+t.test('a removed member refuses every read, and its id is never added back', async (t) => {
+  const { all, until } = await openMembers(t, 'removed-test');
+  const primary = await primaryOf(all, until);
+  const gone = all.find((m) => m !== primary)!;
+  const stays = all.find((m) => m !== primary && m !== gone)!;
+  await primary.replica.changeMembership({ type: 'remove', node: gone.id });
+  await until('the removed member applied its removal', () => /removed/.test(gone.replica.membership() ?? ''));
+
+  const removedRead = { body: { error: 'gateway_error', message: /^This member was removed from the cluster; .*Send to another replica\.$/ } };
+  t.match(await gone.replica.readBarrier().then(() => null, (e: unknown) => e), removedRead, 'a linearizable read is refused, saying why');
+  t.match(catching(() => gone.replica.refuseRead()), removedRead, 'and so is a local one (the planes ask refuseRead)');
+  t.doesNotThrow(() => stays.replica.refuseRead(), 'a member in force serves reads');
+  await stays.replica.readBarrier();
+
+  const before = primary.replica.status();
+  const err = await primary.replica.changeMembership({ type: 'addLearner', node: gone.id, context: '' }).catch((e: unknown) => e);
+  t.ok(err instanceof ApiError, 'adding the removed id back is refused');
+  t.equal((err as ApiError).status, 409);
+  t.match((err as ApiError).body, { error: 'invalid_transition', message: `The membership change was refused: ${gone.id} was removed from the cluster and ids are never reused: add the member under a new id.` });
+  const after = primary.replica.status();
+  t.same([after.lastIndex, after.conf], [before.lastIndex, before.conf], 'nothing was appended, the configuration is unchanged');
+  t.same(after.conf.removed, [gone.id], 'which remembers the removed id');
 });

@@ -32,7 +32,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperationText, encodeOperation, operationText, type Applied, type Operation } from '@apl/core';
 import {
-  checkStart, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom, splitMessages, WalLogStore,
+  checkStart, confState, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom, splitMessages, WalLogStore,
   type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type LogStore, type Message, type NodeId, type Ready, type Status,
 } from '@apl/raft';
 import { ConfigError } from './config.js';
@@ -129,6 +129,8 @@ const UNCONFIRMED = 'The commit could not be confirmed here; it may or may not h
 const SHUTTING_DOWN = 'The node is shutting down; nothing was recorded. Resubmit to another replica.';
 const CANNOT_WRITE = 'The node cannot write its state; nothing was recorded. Resubmit to another replica.';
 const UNCONFIRMED_CHANGE = 'The membership change could not be confirmed in time; it may or may not have taken effect. GET /admin/v1/cluster shows the members in force.';
+const REMOVED_WRITE = 'This member was removed from the cluster; nothing was recorded. Send to another replica.';
+const REMOVED_READ = 'This member was removed from the cluster; it serves nothing, its state is no longer kept current. Send to another replica.';
 /** The record of a received store that holds the Raft configuration at its index (reconcile reads it). */
 const CONF_RECORD = 'raft/conf';
 
@@ -191,6 +193,10 @@ export class Replica {
   /** set once this member applied its own removal: it serves nothing any more. */
   private removed: Removed | null;
   private failed: Error | null = null;
+  /** the hand-over this member began when it started to stop (handOver), or null: it still takes leadership. */
+  private handingOver: Promise<void> | null = null;
+  /** proposals waiting for this primary's leadership transfer to end. At most proposalsInFlightMax. */
+  private awaitingTransfer = 0;
   private closed = false;
   private timers: NodeJS.Timeout[] = [];
   /** snapshotIndex is the index of the latest compaction. */
@@ -358,15 +364,59 @@ export class Replica {
     return { index: r.firstIndex, term: r.term };
   }
 
-  private proposeHere(bytes: Uint8Array, op: Operation, text: string): Promise<Applied> {
+  /** Proposes here, the primary. A proposal made during a leadership transfer waits for its end once (`afterTransfer`). */
+  private proposeHere(bytes: Uint8Array, op: Operation, text: string, waitTransfer = true): Promise<Applied> {
     const r = this.raft.propose([bytes]);
     if (!r.ok) {
       if (r.code === 'not_leader') return Promise.reject(new NotLeaderError(r.leader));
+      if (r.code === 'transfer_in_progress' && waitTransfer && this.awaitingTransfer < this.opts.proposalsInFlightMax) return this.afterTransfer(bytes, op, text);
       return Promise.reject(new ApiError('gateway_error', `The operation could not be proposed (${r.code}); nothing was recorded. Resubmit.`));
     }
     const promise = this.wait(r.firstIndex, r.term, op, text);
     this.kick();
     return promise;
+  }
+
+  /**
+   * A proposal that arrives while this primary hands leadership over (transfer-leadership,
+   * the removal of the primary, a stop) would be refused: Raft appends nothing during a
+   * transfer. It waits for the transfer to end instead, at most about an election
+   * timeout (Raft abandons a transfer then), and goes to the new primary as a
+   * follower's proposal does; if the transfer failed and this member still leads, it is
+   * proposed here. Nothing was appended before, so either way it is recorded at most once.
+   */
+  private async afterTransfer(bytes: Uint8Array, op: Operation, text: string): Promise<Applied> {
+    this.awaitingTransfer++;
+    try {
+      await this.transferEnded();
+    } finally {
+      this.awaitingTransfer--;
+    }
+    const refusal = this.refusal();
+    if (refusal) throw refusal;
+    if (this.isLeader()) return this.proposeHere(bytes, op, text, false);
+    return this.proposeThroughPrimary(bytes, op, text);
+  }
+
+  /**
+   * Resolves once this member's leadership transfer has ended: it leads with no
+   * transfer under way (the transfer was abandoned), or it follows a known primary (the
+   * transfer completed, and the new primary was heard from). Raft ends a transfer within
+   * an election timeout; the wait is bounded by two, in case ticks run late.
+   */
+  private async transferEnded(): Promise<void> {
+    const deadline = Date.now() + 2 * this.electionTimeoutMs;
+    const ongoing = () => {
+      const s = this.raft.status();
+      return s.role === 'leader' ? s.leadTransferee !== null : s.leader === null;
+    };
+    while (ongoing() && Date.now() < deadline && !this.closed && this.failed === null) {
+      await new Promise((r) => setTimeout(r, this.opts.raft.tick_ms));
+    }
+  }
+
+  private get electionTimeoutMs(): number {
+    return this.opts.raft.tick_ms * this.opts.raft.election_ticks;
   }
 
   /**
@@ -523,8 +573,7 @@ export class Replica {
     const to = this.bestTransferee();
     if (to === null) throw new ApiError('invalid_transition', `${this.opts.id} is the primary and no other voter is caught up to take over; nothing was changed.`, { id: this.opts.id });
     this.transferLeadership(to);
-    const deadline = Date.now() + this.opts.commitTimeoutMs;
-    while (this.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await this.transferEnded();
     throw new NotLeaderError(this.isLeader() ? null : this.raft.status().leader ?? to);
   }
 
@@ -545,8 +594,18 @@ export class Replica {
     });
   }
 
+  /**
+   * Throws the answer to any read, linearizable or local, on a member that was removed:
+   * its state is no longer kept current, so it serves nothing. A plane calls it before
+   * serving a read; readBarrier calls it too.
+   */
+  refuseRead(): void {
+    if (this.removed) throw new ApiError('gateway_error', REMOVED_READ);
+  }
+
   /** Resolves once this member has applied everything committed before the call (ReadIndex). */
   readBarrier(): Promise<void> {
+    if (this.removed) return Promise.reject(new ApiError('gateway_error', REMOVED_READ));
     if (this.closed) return Promise.reject(new ApiError('commit_unavailable', 'The node is shutting down; read from another replica.'));
     if (this.failed) return Promise.reject(new ApiError('commit_unavailable', 'The node cannot serve linearizable reads: its state store failed. Read from another replica.'));
     const ctx = `${this.readPrefix}${++this.readSeq}`;
@@ -566,7 +625,46 @@ export class Replica {
     return p;
   }
 
+  /**
+   * Begins to stop: from now on this member takes no leadership (Raft ignores a
+   * transfer to it and never campaigns), so that a primary stopping at the same time
+   * does not hand over to it. If it leads, it hands leadership to its most up-to-date
+   * voter that answered recently and resolves once the transfer has ended, within about
+   * an election timeout: the new primary leads, or the transfer was abandoned (every
+   * other voter is stopping too, or unreachable) and the others elect a leader once
+   * this one is gone. Logs `leadership_handed_over` with the outcome. Idempotent; close
+   * calls it, and a node calls it first, while its planes still serve.
+   */
+  handOver(): Promise<void> {
+    this.handingOver ??= this.handOverNow();
+    return this.handingOver;
+  }
+
+  private async handOverNow(): Promise<void> {
+    this.raft.stopCampaigning();
+    if (!this.isLeader() || this.closed || this.failed) return;
+    const to = this.bestTransferee();
+    if (to === null) {
+      this.opts.log.info({ event: 'leadership_handed_over', to: null, done: false }, 'no other voter answered recently: stopping without a hand-over');
+      return;
+    }
+    const r = this.raft.transferLeadership(to);
+    if (!r.ok) {
+      this.opts.log.warn({ event: 'leadership_handed_over', to, done: false, why: r.message }, 'leadership transfer refused: stopping without a hand-over');
+      return;
+    }
+    this.kick();
+    await this.transferEnded();
+    const done = !this.isLeader();
+    this.opts.log.info(
+      { event: 'leadership_handed_over', to, done, leader: this.raft.status().leader },
+      done ? 'leadership handed over before stopping' : `leadership transfer to ${to} abandoned after an election timeout (it did not take over: stopping too, or unreachable); stopping without it`,
+    );
+  }
+
   async close(): Promise<void> {
+    if (this.closed) return;
+    await this.handOver();
     if (this.closed) return;
     this.closed = true;
     this.stopClocks();
@@ -582,7 +680,7 @@ export class Replica {
   private refusal(): ApiError | null {
     if (this.closed) return new ApiError('gateway_error', SHUTTING_DOWN);
     if (this.failed) return new ApiError('gateway_error', CANNOT_WRITE);
-    if (this.removed) return new ApiError('gateway_error', 'This member was removed from the cluster; nothing was recorded. Send to another replica.');
+    if (this.removed) return new ApiError('gateway_error', REMOVED_WRITE);
     return null;
   }
 
@@ -926,11 +1024,17 @@ async function reconcile(log: LogStore, boot: Boot, store: LedgerStore, bootstra
   if (position.applied <= last) return boot;
   // The received store holds the configuration of the snapshot it came with.
   const recorded = await store.record(CONF_RECORD);
-  const conf: ConfState = recorded !== null ? JSON.parse(recorded) as ConfState : (boot.snapshot?.meta.conf ?? { voters: bootstrapMembers, learners: [], context: {} });
+  const conf = recorded !== null ? recordedConf(recorded) : (boot.snapshot?.meta.conf ?? confState(bootstrapMembers));
   const meta = { index: position.applied, term: position.term, conf };
   const data = Buffer.from(JSON.stringify({ applied: position.applied, term: position.term, head: position.head, state_hash: position.stateHash }));
   await log.save({ snapshot: { meta, data }, entries: [], hardState: { ...boot.hardState, term: Math.max(boot.hardState.term, position.term), commit: position.applied }, mustSync: true });
   return log.load();
+}
+
+/** The configuration a received store recorded; one recorded before removed ids were remembered has none. */
+function recordedConf(text: string): ConfState {
+  const c = JSON.parse(text) as Omit<ConfState, 'removed'> & { removed?: NodeId[] };
+  return confState(c.voters, c.learners, c.context, c.removed);
 }
 
 function outcomeLabel(a: Applied): string {

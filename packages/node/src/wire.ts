@@ -184,6 +184,7 @@ export const ClusterView = z.strictObject({
   applied_index: z.number().int(),
   voters: z.array(z.string()).meta({ description: 'The voting members in force: the latest configuration in this replica\'s log.' }),
   learners: z.array(z.string()).meta({ description: 'Members that receive the log but do not vote, until promoted.' }),
+  removed: z.array(z.string()).meta({ description: 'The ids removed from the group so far: a member is never added again under one of them.' }),
   members: z.array(z.strictObject({
     id: z.string(), agent_url: z.string().nullable(), admin_url: z.string().nullable(), peer_addr: z.string().nullable(),
     role: z.enum(['leader', 'follower', 'learner']),

@@ -512,6 +512,8 @@ export type components = {
                 voter: boolean;
             }[];
             node: string;
+            /** @description The ids removed from the group so far: a member is never added again under one of them. */
+            removed: string[];
             role: string;
             term: number;
             /** @description The voting members in force: the latest configuration in this replica's log. */
@@ -594,6 +596,8 @@ export type components = {
                 voter: boolean;
             }[];
             node: string;
+            /** @description The ids removed from the group so far: a member is never added again under one of them. */
+            removed: string[];
             role: string;
             term: number;
             /** @description The voting members in force: the latest configuration in this replica's log. */
