@@ -106,7 +106,7 @@ t.test('a literal a double would round to an integer it is not is refused, never
 t.test('property: an integer written with a fraction or an exponent reads as itself, and one nudged off it is refused', async (t) => {
   fc.assert(fc.property(fc.integer({ min: -(2 ** 40), max: 2 ** 40 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 1, max: 9 }), (n, shift, nudge) => {
     // n written as digits followed by `shift` zeros, with the exponent -shift: exactly n.
-    const exact = `${n}${'0'.repeat(shift)}e-${shift}`;
+    const exact = n === 0 ? `0e-${shift}` : `${n}${'0'.repeat(shift)}e-${shift}`;
     if (parseJson(exact) !== n && !(n === 0 && Object.is(parseJson(exact), -0))) return false;
     // n plus nudge × 10^-25: 25 and more digits, which no double tells from n (but 0 from 1e-25).
     const nudged = `${n}.${'0'.repeat(24)}${nudge}`;
