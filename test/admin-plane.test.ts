@@ -411,7 +411,7 @@ t.test('GET /admin/v1/cluster reports the single member', async (t) => {
   t.equal(applied_index, commit_index, 'everything committed is applied');
   t.strictSame(r.body, {
     node: 'n1', role: 'leader', term, leader: 'n1', commit_index, applied_index, voters: ['n1'], learners: [], removed: [],
-    members: [{ id: 'n1', agent_url: n.node.agentUrl, admin_url: n.node.adminUrl, peer_addr: null, role: 'leader', voter: true, match_index: commit_index, lag: 0 }],
+    members: [{ id: 'n1', agent_url: n.node.agentUrl, admin_url: n.node.adminUrl, peer_addr: null, role: 'leader', voter: true, match_index: commit_index, lag: 0, reachable: true }],
   });
 });
 

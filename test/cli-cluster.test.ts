@@ -92,5 +92,24 @@ t.test('cluster status names the primary, its voters, learners and peers, for pe
   t.equal(status.code, EXIT.ok, status.stderr);
   t.match(parseJson(status.stdout), { leader, voters: ['n1', 'n2', 'n3'], learners: [] });
   const human = await apl(['cluster', 'status']);
-  t.match(human.stdout, new RegExp(`^node +n\\d \\((leader|follower)\\)\\nleader +${leader}\\nterm +\\d+\\ncommit index +\\d+\\napplied index +\\d+\\nvoters +n1, n2, n3\\nlearners +none\\nmember +role +agent plane +peer +match index +lag\\nn1 `));
+  t.match(human.stdout, new RegExp(`^node +n\\d \\((leader|follower)\\)\\nleader +${leader}\\nterm +\\d+\\ncommit index +\\d+\\napplied index +\\d+\\nvoters +n1, n2, n3\\nlearners +none\\nremoved +none\\nmember +role +agent plane +peer +match index +lag +contact\\nn1 `));
+});
+
+t.test('cluster status at the primary shows a member that stopped answering as unreachable', async (t) => {
+  const leader = await cluster.leader();
+  const down = ['n1', 'n2', 'n3'].find((id) => id !== leader)!;
+  const atPrimary = (json: boolean) => run(process.execPath, [APL, ...(json ? ['--json'] : []), 'cluster', 'status'], {
+    ...withoutApl(), APL_DATA_DIR: dir, APL_CA: testCerts().ca, APL_ADMIN_URL: cluster.members.find((m) => m.id === leader)!.admin_url,
+  });
+  const reachable = async () => Object.fromEntries((parseJson((await atPrimary(true)).stdout) as { members: { id: string; reachable: boolean | null }[] }).members.map((m) => [m.id, m.reachable]));
+  t.same(await reachable(), { n1: true, n2: true, n3: true }, 'every member answers');
+  await cluster.kill(down);
+  let seen = await reachable();
+  for (let waited = 0; seen[down] !== false && waited < 10_000; waited += 200) {
+    await new Promise((r) => setTimeout(r, 200));
+    seen = await reachable();
+  }
+  t.equal(seen[down], false, `${down}, killed, is unreachable within an election timeout or two`);
+  t.equal(seen[leader], true);
+  t.match((await atPrimary(false)).stdout, new RegExp(`\\n${down} +follower .* unreachable\\n?`), 'and the table says so');
 });

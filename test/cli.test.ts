@@ -158,7 +158,7 @@ t.test('every admin route has its command', async (t) => {
     [['admin', 'policy', 'activate', 'pol_cli'], /pol_cli is active/],
     [['admin', 'policy', 'list'], /active: pol_cli\npolicy\s+state[^]*pol_2026_11\s+superseded/],
     [['admin', 'metrics'], /apl_http_requests_total/],
-    [['cluster', 'status'], /node\s+n1 \(leader\)[^]*voters\s+n1\nlearners\s+none\n[^]*member\s+role\s+agent plane\s+peer\s+match index\s+lag\nn1\s+leader/],
+    [['cluster', 'status'], /node\s+n1 \(leader\)[^]*voters\s+n1\nlearners\s+none\nremoved\s+none\n[^]*member\s+role\s+agent plane\s+peer\s+match index\s+lag\s+contact\nn1\s+leader.*\sok\b/],
     [['cluster', 'transfer', 'n1'], /n1 leads already: nothing moves/],
     [['log', 'digest'], /applied index\s+\d+\ntick\s+\d+\ndigest\s+[0-9a-f]{64}\nstate hash\s+[0-9a-f]{64}/],
   ];

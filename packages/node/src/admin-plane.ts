@@ -228,6 +228,8 @@ export function adminApp(o: AdminOptions): Express {
         voter: m.voter,
         match_index: s.progress?.[m.id]?.match ?? null,
         lag: s.progress?.[m.id] ? Math.max(0, s.commit - s.progress[m.id]!.match) : null,
+        // A member killed or cut off stays a voter; only its silence tells (Raft's check-quorum bookkeeping).
+        reachable: s.progress ? m.id === s.id || (s.progress[m.id]?.recentActive ?? false) : null,
       })),
     };
   };

@@ -191,6 +191,7 @@ export const ClusterView = z.strictObject({
     voter: z.boolean(),
     match_index: z.number().int().nullable().meta({ description: 'The highest log index the primary knows the member holds; null unless this replica is the primary.' }),
     lag: z.number().int().nullable().meta({ description: 'Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary.' }),
+    reachable: z.boolean().nullable().meta({ description: 'Whether the member answered the primary within the last election timeout (the primary itself: true); null unless this replica is the primary.' }),
   })),
 });
 export const MembershipChangeView = ClusterView.extend({

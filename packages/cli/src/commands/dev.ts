@@ -102,9 +102,10 @@ export function clusterCommand(): Command {
       ctx.out.result(c, () => [
         fields([
           ['node', `${c.node} (${c.role})`], ['leader', c.leader ?? 'none known'], ['term', c.term], ['commit index', c.commit_index], ['applied index', c.applied_index],
-          ['voters', c.voters.join(', ')], ['learners', c.learners.join(', ') || 'none'],
+          ['voters', c.voters.join(', ')], ['learners', c.learners.join(', ') || 'none'], ['removed', c.removed.join(', ') || 'none'],
         ]),
-        table(c.members, [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['peer_addr', 'peer'], ['match_index', 'match index'], ['lag', 'lag']]),
+        table(c.members.map((m) => ({ ...m, contact: m.reachable === null ? '-' : m.reachable ? 'ok' : 'unreachable' })),
+          [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['peer_addr', 'peer'], ['match_index', 'match index'], ['lag', 'lag'], ['contact', 'contact']]),
       ].join('\n'));
     }));
   // invalid_transition and already_exists are also the policy lifecycle's codes: here they are about membership.

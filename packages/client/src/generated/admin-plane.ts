@@ -507,6 +507,8 @@ export type components = {
                 /** @description The highest log index the primary knows the member holds; null unless this replica is the primary. */
                 match_index: number | null;
                 peer_addr: string | null;
+                /** @description Whether the member answered the primary within the last election timeout (the primary itself: true); null unless this replica is the primary. */
+                reachable: boolean | null;
                 /** @enum {string} */
                 role: "leader" | "follower" | "learner";
                 voter: boolean;
@@ -591,6 +593,8 @@ export type components = {
                 /** @description The highest log index the primary knows the member holds; null unless this replica is the primary. */
                 match_index: number | null;
                 peer_addr: string | null;
+                /** @description Whether the member answered the primary within the last election timeout (the primary itself: true); null unless this replica is the primary. */
+                reachable: boolean | null;
                 /** @enum {string} */
                 role: "leader" | "follower" | "learner";
                 voter: boolean;
