@@ -5,19 +5,18 @@
 // primary, so that a script can stop the primary rather than a member it guessed.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseJson } from '@apl/client';
 import { EXIT } from '@apl/cli';
+import { run, runApl, withoutApl } from './support/apl.js';
 import { startCluster, type Cluster } from './support/cluster.js';
 import { PRINCIPALS, testCerts } from './support/node.js';
 import { REPO, nodeEnv, spawnNode, type NodeProcess } from './support/process.js';
 
 t.setTimeout(180_000);
 
-const APL = join(REPO, 'packages/cli/bin/apl.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'apl-cli-cluster-'));
 /** The development principals, as `npm run cluster:prepare` makes them. */
 const DEV = { 'dev-author': ['author', 'operator'], 'dev-reviewer': ['reviewer'], 'dev-approver': ['approver'] } as const;
@@ -35,20 +34,9 @@ t.teardown(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const withoutApl = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('APL_')));
-
-function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(command, args, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
-
 /** apl against every replica of the cluster, as the README's cluster section sets it up. */
-const apl = (args: string[]) => run(process.execPath, [APL, ...args], {
-  ...withoutApl(), APL_DATA_DIR: dir, APL_CA: testCerts().ca,
+const apl = (args: string[]) => runApl(args, {
+  APL_DATA_DIR: dir, APL_CA: testCerts().ca,
   APL_AGENT_URL: cluster.members.map((m) => m.agent_url).join(','), APL_ADMIN_URL: cluster.members.map((m) => m.admin_url).join(','),
 });
 
@@ -98,8 +86,8 @@ t.test('cluster status names the primary, its voters, learners and peers, for pe
 t.test('cluster status at the primary shows a member that stopped answering as unreachable', async (t) => {
   const leader = await cluster.leader();
   const down = ['n1', 'n2', 'n3'].find((id) => id !== leader)!;
-  const atPrimary = (json: boolean) => run(process.execPath, [APL, ...(json ? ['--json'] : []), 'cluster', 'status'], {
-    ...withoutApl(), APL_DATA_DIR: dir, APL_CA: testCerts().ca, APL_ADMIN_URL: cluster.members.find((m) => m.id === leader)!.admin_url,
+  const atPrimary = (json: boolean) => runApl([...(json ? ['--json'] : []), 'cluster', 'status'], {
+    APL_DATA_DIR: dir, APL_CA: testCerts().ca, APL_ADMIN_URL: cluster.members.find((m) => m.id === leader)!.admin_url,
   });
   const reachable = async () => Object.fromEntries((parseJson((await atPrimary(true)).stdout) as { members: { id: string; reachable: boolean | null }[] }).members.map((m) => [m.id, m.reachable]));
   t.same(await reachable(), { n1: true, n2: true, n3: true }, 'every member answers');

@@ -6,63 +6,20 @@
 // plane, the data directory and the CA it used, so that they work pasted into a shell
 // that has none of its settings.
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseJson } from '@apl/client';
 import { EXIT } from '@apl/cli';
-import { ConfigSchema, createLogger, devSetup, loadPrincipals, startNode, type RunningNode } from '@apl/node';
+import { devNodeFixture, run, withoutApl } from './support/apl.js';
 import { testCerts } from './support/node.js';
 import { REPO } from './support/process.js';
 
 t.setTimeout(120_000);
 
-const APL = join(REPO, 'packages/cli/bin/apl.mjs');
-const dir = mkdtempSync(join(tmpdir(), 'apl-cli-init-'));
+const { dir, node, apl } = devNodeFixture(t, 'apl-cli-init-');
 const issuer = join(dir, 'issuer');
-let node: RunningNode;
-
-t.before(async () => {
-  const certs = testCerts();
-  const config = ConfigSchema.parse({
-    data_dir: dir, agent_port: 0, admin_port: 0, dev_setup: true, tls: { ca: certs.ca, cert: certs.cert, key: certs.key },
-    tick_interval_ms: 3_600_000, log_level: 'silent',
-  });
-  devSetup(config);
-  node = await startNode(config, loadPrincipals(config), { log: createLogger('silent', config.node_id) });
-});
-t.teardown(async () => {
-  await node.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-const withoutApl = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('APL_')));
-
-/** Runs apl against the test node with `env` on top; never throws. */
-function apl(args: string[], env: Record<string, string> = {}): Promise<Ran> {
-  const child = spawn(process.execPath, [APL, ...args], {
-    cwd: REPO,
-    env: { ...withoutApl(), APL_DATA_DIR: dir, APL_AGENT_URL: node.agentUrl, APL_ADMIN_URL: node.adminUrl, APL_CA: testCerts().ca, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return collected(child);
-}
-
-function collected(child: ReturnType<typeof spawn>): Promise<Ran> {
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
 
 /** The raw Ed25519 public key (base64url) of a public or private key. */
 const raw = (key: Parameters<typeof createPublicKey>[0]) => createPublicKey(key).export({ format: 'jwk' }).x;
@@ -74,14 +31,11 @@ t.test('the first run makes the issuer, and its Next commands work pasted into a
   t.match(body.made[0], { what: 'issuer key', status: 'made' });
   t.equal(body.next.length, 2);
   t.match(body.next[0], new RegExp(`^export APL_ATTESTATION=\\$\\(npx apl --data-dir ${dir} --ca ${testCerts().ca} agent attest\\)$`));
-  t.equal(body.next[1], `npx apl --agent-url ${node.agentUrl} --data-dir ${dir} --ca ${testCerts().ca} agent submit --file docs/examples/intent.json`);
+  t.equal(body.next[1], `npx apl --agent-url ${node().agentUrl} --data-dir ${dir} --ca ${testCerts().ca} agent submit --file docs/examples/intent.json`);
   const human = await apl(['dev', 'init']);
   t.match(human.stdout, `Next, as the agent:\n  ${body.next[0]}\n  ${body.next[1]}\n`);
   // The shell has no APL_ variable: the commands carry what they need.
-  const shell = spawn('bash', ['-c', `set -e\n${body.next.join('\n')}`], {
-    cwd: REPO, env: { ...withoutApl(), PATH: `${join(REPO, 'node_modules/.bin')}:${process.env.PATH}` }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const pasted = await collected(shell);
+  const pasted = await run('bash', ['-c', `set -e\n${body.next.join('\n')}`], { ...withoutApl(), PATH: `${join(REPO, 'node_modules/.bin')}:${process.env.PATH}` });
   t.equal(pasted.code, 0, pasted.stderr);
   t.match(pasted.stdout, /^Permitted  posted  txn_01JD7Y3K\n/);
 });

@@ -7,12 +7,11 @@
 // and failures exit with the documented codes and say what to do next.
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseJson } from '@apl/client';
 import { EXIT } from '@apl/cli';
-import { ConfigSchema, createLogger, devSetup, loadPrincipals, startNode, type RunningNode } from '@apl/node';
+import { APL, devNodeFixture, withoutApl } from './support/apl.js';
 import { testCerts } from './support/node.js';
 import { REPO } from './support/process.js';
 
@@ -20,44 +19,7 @@ import { REPO } from './support/process.js';
 // over tap's 30 s default for a file when the machine is busy.
 t.setTimeout(120_000);
 
-const APL = join(REPO, 'packages/cli/bin/apl.mjs');
-const dir = mkdtempSync(join(tmpdir(), 'apl-cli-'));
-let node: RunningNode;
-
-t.before(async () => {
-  const certs = testCerts();
-  const config = ConfigSchema.parse({
-    data_dir: dir, agent_port: 0, admin_port: 0, dev_setup: true, tls: { ca: certs.ca, cert: certs.cert, key: certs.key },
-    tick_interval_ms: 3_600_000, log_level: 'silent',
-  });
-  devSetup(config); // the development admin tokens, as npm start makes them
-  node = await startNode(config, loadPrincipals(config), { log: createLogger('silent', config.node_id) });
-});
-t.teardown(async () => {
-  await node.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs apl with the test node's addresses and CA (and `env` on top); never throws. */
-function apl(args: string[], env: Record<string, string> = {}): Promise<Ran> {
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('APL_')));
-  const child = spawn(process.execPath, [APL, ...args], {
-    cwd: REPO,
-    env: { ...inherited, APL_DATA_DIR: dir, APL_AGENT_URL: node.agentUrl, APL_ADMIN_URL: node.adminUrl, APL_CA: testCerts().ca, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+const { dir, node, apl } = devNodeFixture(t, 'apl-cli-');
 
 /** Runs apl --json and parses its one document losslessly. */
 async function json(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; body: any; stderr: string }> {
@@ -348,9 +310,8 @@ t.test('apl feed tail prints the records, filters them, follows the log, and sto
 
   // Following: a record committed after the command started is printed; Ctrl-C ends it with exit 0.
   const applied = (await json(['log', 'digest'])).body.applied_index as number;
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('APL_')));
   const child = spawn(process.execPath, [APL, 'feed', 'tail', '--from', String(applied + 1), '--type', 'intent'], {
-    cwd: REPO, env: { ...inherited, APL_DATA_DIR: dir, APL_ADMIN_URL: node.adminUrl, APL_CA: testCerts().ca }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: REPO, env: { ...withoutApl(), APL_DATA_DIR: dir, APL_ADMIN_URL: node().adminUrl, APL_CA: testCerts().ca }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
