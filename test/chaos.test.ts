@@ -1,6 +1,7 @@
 // Proves, under faults, the promises of the ledger: a short chaos run (see
 // test/chaos/harness.ts) against three node processes, with the primary killed at
-// least three times, nodes paused and partitioned, ends with no violation: nothing
+// least three times and stopped gracefully between kills, nodes paused and
+// partitioned, ends with no violation: nothing
 // acknowledged is lost, nothing posts twice, the books conserve, the replicas
 // converge to the same state and digest, every export verifies, and no read went back
 // in time. It also proves the run was not idle: intents were judged and read, and the
@@ -10,12 +11,13 @@ import { runChaos } from './chaos/harness.js';
 
 t.setTimeout(240_000);
 
-t.test('a bank workload survives primary kills, pauses and partitions', async (t) => {
+t.test('a bank workload survives primary kills, graceful restarts, pauses and partitions', async (t) => {
   const seed = Number(process.env.APL_CHAOS_SEED ?? 7);
   const lines: string[] = [];
   const report = await runChaos({ durationS: 75, seed, agents: 6, killsMin: 3, log: (l) => lines.push(l) });
   t.same(report.violations, [], `no violation (seed ${seed})`);
   t.ok(report.counts.kills >= 3, `the primary was killed ${report.counts.kills} times`);
+  t.ok(report.counts.restarts >= 2, `and stopped gracefully ${report.counts.restarts} times, handing over under load`);
   t.ok(report.counts.pauses + report.counts.partitions >= 2, `nodes were paused (${report.counts.pauses}) and partitioned (${report.counts.partitions})`);
   t.ok(report.counts.permitted >= 100, `${report.counts.permitted} intents were permitted and posted`);
   t.ok(report.counts.refused >= 10, `${report.counts.refused} were refused and recorded`);

@@ -2,9 +2,11 @@
  * The chaos run: a bank workload (purchases among parties' cash accounts and a
  * merchant, purchases the policy forbids, actions no rule permits, receipts that
  * discharge obligations, usage consumed, metered and billed) from concurrent agents
- * against three node processes, while a nemesis SIGKILLs the primary, pauses a node
- * (SIGSTOP, then SIGCONT) and partitions a node from its peers (TCP proxies on every
- * peer link, cut and healed). Agents send each request to a random live replica and
+ * against three node processes, while a nemesis SIGKILLs the primary, stops the
+ * primary gracefully between kills (SIGTERM: it hands leadership over while writes
+ * wait for the transfer, then it is started again), pauses a node (SIGSTOP, then
+ * SIGCONT) and partitions a node from its peers (TCP proxies on every peer link, cut
+ * and healed). Agents send each request to a random live replica and
  * retry a 503, a 421 or a broken connection with the same transaction id, as the
  * SDK does.
  *
@@ -45,7 +47,7 @@ export interface ChaosReport {
   violations: string[];
   counts: {
     requests: number; answered: number; permitted: number; refused: number; unknown: number; retries: number;
-    reads: number; staleReads: number; kills: number; pauses: number; partitions: number;
+    reads: number; staleReads: number; kills: number; restarts: number; pauses: number; partitions: number;
   };
   /** ms from each primary kill to the next intent committed through the new primary. */
   failoverMs: number[];
@@ -89,7 +91,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const ids = c.members.map((m) => m.id);
   const down = new Set<string>();
   const paused = new Set<string>();
-  const counts = { requests: 0, answered: 0, permitted: 0, refused: 0, unknown: 0, retries: 0, reads: 0, staleReads: 0, kills: 0, pauses: 0, partitions: 0 };
+  const counts = { requests: 0, answered: 0, permitted: 0, refused: 0, unknown: 0, retries: 0, reads: 0, staleReads: 0, kills: 0, restarts: 0, pauses: 0, partitions: 0 };
   const violations: string[] = [];
   const failoverMs: number[] = [];
   try {
@@ -180,7 +182,23 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       const kills = Math.max(o.killsMin, 1);
       const killEvery = (o.durationS * 1000) / (kills + 1);
       let nextKill = Date.now() + killEvery;
+      // A graceful stop of the primary halfway between two kills.
+      let nextRestart = Date.now() + killEvery / 2;
       while (Date.now() < deadline - 3_000) {
+        if (Date.now() >= nextRestart) {
+          nextRestart += killEvery;
+          const primary = await c.leader(10_000).catch(() => null);
+          if (primary) {
+            o.log(`nemesis: SIGTERM the primary ${primary}, then start it again`);
+            down.add(primary);
+            await c.stop(primary);
+            counts.restarts++;
+            await sleep(rng.between(500, 1_500));
+            await c.start(primary);
+            down.delete(primary);
+            continue;
+          }
+        }
         if (Date.now() >= nextKill && counts.kills < kills) {
           nextKill += killEvery;
           const primary = await c.leader(10_000).catch(() => null);
