@@ -80,20 +80,16 @@ export async function verifyLive(admin: AdminClient, out: Output): Promise<Verif
   return { ...report, ok: true, message: `The log verifies: ${records} records re-applied; at index ${node.applied_index} the digest and the state hash are the node's.` };
 }
 
-/** The index and entry hash of an export record, read from its canonical text, or by parsing it; null when it has neither. */
+/** The index and entry hash of the export's last record (read once, at its end); null when there is none. */
 function lastOf(line: string): { index: number; digest: string } | null {
-  const index = indexOf(line);
-  const m = /^\{"entry_hash":"([0-9a-f]{64})"/.exec(line);
-  let digest = m?.[1];
-  if (digest === undefined) {
-    try {
-      const h = (parseJson(line) as { entry_hash?: unknown }).entry_hash;
-      digest = typeof h === 'string' ? h : undefined;
-    } catch {
-      digest = undefined;
-    }
+  let record: { index?: unknown; entry_hash?: unknown };
+  try {
+    record = parseJson(line) as typeof record;
+  } catch {
+    return null; // no record (an empty log), or none this command can name
   }
-  return index === null || digest === undefined ? null : { index, digest };
+  const { index, entry_hash: digest } = record;
+  return typeof index === 'number' && typeof digest === 'string' ? { index, digest } : null;
 }
 
 /** What an auditor recorded at export time: the digest, and the index it was taken at (null: the file's last record). */
