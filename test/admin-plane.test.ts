@@ -401,6 +401,31 @@ t.test('lists come in pages: at most limit items, and a cursor to the next page'
   isError(t, await n.adm('reviewer', 'GET', '/admin/v1/parties?limit=0'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }] });
   isError(t, await n.adm('reviewer', 'GET', '/admin/v1/agents?limit=5000'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }] });
   isError(t, await n.adm('reviewer', 'GET', '/admin/v1/policies?page=2'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: '', message: 'unknown field "page"' }] });
+  // A cursor is an id of what the list holds; one that could be none is refused, not read as a position.
+  for (const [list, bad, what] of [
+    ['parties', 'party%20page', 'a party id'], ['trust-roots', '%2Fetc', 'an issuer name'],
+    ['agents', 'party_page_a', 'an agent URI'], ['policies', '', 'a policy id'],
+  ] as const) {
+    isError(t, await n.adm('reviewer', 'GET', `/admin/v1/${list}?after=${bad}`), 400, {
+      error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'after', message: `must be the next of a previous page (${what})` }],
+    });
+  }
+  const past = await n.adm('reviewer', 'GET', '/admin/v1/parties?after=party_page_b');
+  t.equal(past.status, 200, 'an id that names no page boundary is still a position in id order');
+  t.ok(past.body.parties.every((p: { id: string }) => p.id > 'party_page_b'));
+});
+
+t.test('a mutation sent with a query is refused, not applied with the query ignored', async (t) => {
+  const q = (message: string) => ({ error: 'malformed_request', message });
+  await refused(t, 'operator', 'POST', '/admin/v1/parties?upsert=true', { id: 'party_query' }, 400, q('POST /admin/v1/parties takes no query parameters; remove "upsert".'));
+  t.notOk((await n.adm('operator', 'GET', '/admin/v1/parties?limit=1000')).body.parties.some((p: { id: string }) => p.id === 'party_query'), 'the party was not created');
+  await refused(t, 'operator', 'POST', '/admin/v1/policies/pol_1/review?force=1&as=bob', {}, 400, q('POST /admin/v1/policies/pol_1/review takes no query parameters; remove "force", "as".'));
+  await refused(t, 'operator', 'DELETE', '/admin/v1/trust-roots/agents?cascade', undefined, 400, q('DELETE /admin/v1/trust-roots/agents takes no query parameters; remove "cascade".'));
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members/n9/promote?now=1', undefined, 400, q('POST /admin/v1/cluster/members/n9/promote takes no query parameters; remove "now".'));
+  // A dry run reads: it takes consistency as the other reads do.
+  const dry = await n.adm('author', 'POST', '/admin/v1/policies/pol_1/dry-run?consistency=local', {});
+  t.equal(dry.status, 200);
+  t.equal(dry.headers.consistency, 'local');
 });
 
 t.test('GET /admin/v1/cluster reports the single member', async (t) => {

@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { maxHeaderSize } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
+import { connect as tlsConnect } from 'node:tls';
 import { PublicProtocol } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory } from 'paseto/v4/public';
 import { OPENAPI_FILES } from '@apl/node';
@@ -641,6 +642,54 @@ t.test('an Expect other than 100-continue is answered 417 with a JSON body', asy
   const r = await n.api('POST', INTENTS, { body: envelope(att, { transaction: 'txn_ap_expect' }), headers: { expect: '999-bogus' } });
   isError(t, r, 417, { error: 'expectation_failed', message: 'Expect: 999-bogus is not supported; only 100-continue is.' });
   t.equal((await n.api('GET', '/api/v1/transactions/txn_ap_expect', { token: att })).status, 404, 'nothing was recorded');
+});
+
+/** Sends `lines` as a request over a TLS connection of its own and reads the answer, until the server closes. */
+function rawExchange(base: string, lines: string): Promise<string> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: u.hostname, port: Number(u.port), ca: readFileSync(testCerts().ca), servername: 'localhost' }, () => socket.write(lines));
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', reject);
+  });
+}
+
+t.test('a request line of HTTP/2.0 or 0.9 is answered 505 with a JSON body; HTTP/1.0 is served', async (t) => {
+  const host = new URL(n.node.agentUrl).host;
+  for (const version of ['2.0', '0.9']) {
+    const answer = await rawExchange(n.node.agentUrl, `GET /healthz HTTP/${version}\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    t.match(answer, /^HTTP\/1\.1 505 HTTP Version Not Supported\r\n/, `HTTP/${version}`);
+    t.match(answer, /\r\ncontent-type: application\/json; charset=utf-8\r\n/i);
+    t.same(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: 'http_version_not_supported', message: `HTTP/${version} is not supported here; send HTTP/1.1.` });
+  }
+  const old = await rawExchange(n.node.agentUrl, 'GET /healthz HTTP/1.0\r\n\r\n');
+  t.match(old, /^HTTP\/1\.1 200 OK\r\n/, 'HTTP/1.0, which needs no Host');
+  t.same(JSON.parse(old.slice(old.indexOf('\r\n\r\n') + 4)), { status: 'ok' });
+});
+
+t.test('an intent sent with a query is refused, not judged with the query ignored', async (t) => {
+  const id = txn('query');
+  const before = await digest();
+  const r = await n.api('POST', `${INTENTS}?dry_run=true`, { body: envelope(att, { transaction: id }) });
+  isError(t, r, 400, { error: 'malformed_request', message: 'POST /api/v1/intents takes no query parameters; remove "dry_run".' });
+  t.equal(await digest(), before, 'the ledger digest is unchanged');
+  t.equal((await n.api('GET', `/api/v1/transactions/${id}`, { token: att })).status, 404, 'nothing was recorded');
+  t.equal((await post(envelope(att, { transaction: id }))).status, 200, 'the same intent without the query is judged');
+});
+
+t.test('a cursor that could be no obligation id is refused, not read as a position', async (t) => {
+  for (const after of ['zzz', 'obl_', '%20obl_x']) {
+    const r = await n.api('GET', `/api/v1/obligations?state=all&after=${after}`, { token: att });
+    isError(t, r, 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'after', message: 'must be the next of a previous page (an obligation id)' }] });
+  }
+  const first = await n.api('GET', '/api/v1/obligations?state=all&limit=1', { token: att });
+  t.equal(first.status, 200);
+  t.type(first.body.next, 'string', 'the party has more than one obligation');
+  const second = await n.api('GET', `/api/v1/obligations?state=all&limit=1&after=${encodeURIComponent(first.body.next)}`, { token: att });
+  t.equal(second.status, 200, 'a cursor from a previous page is taken');
+  t.not(second.body.obligations[0].id, first.body.obligations[0].id);
 });
 
 t.test('no answer of the agent plane carries a stack or an internal path', async (t) => {

@@ -11,7 +11,7 @@
 import type { Express, Request, Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
-  AccountId, AgentUri, Issuer, PolicyId, TABLES, UsageId, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
+  AccountId, AgentUri, Issuer, PartyId, PolicyId, TABLES, UsageId, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
   type AdminOperation, type Applied, type Operation, type Party, type Policy, type Principal, type TrustRoot,
 } from '@apl/core';
 import type { ConfChange, Status } from '@apl/raft';
@@ -19,7 +19,7 @@ import { memberContext } from './membership.js';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
-import { bearerToken, errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendJson } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noQuery, notFound, parseRequest, planeApp, sendJson } from './http.js';
 import { feedHandler, type Feeds } from './feed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -27,7 +27,7 @@ import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
 import type { StorePosition } from './ledger-store.js';
 import { feedOnlyRefusal, logPrincipal, type PlaneRole } from './roles.js';
 import {
-  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, MemberParam, MemberRequest, PageQuery, PartyRequest, PolicyRequest,
+  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, MemberParam, MemberRequest, pageQuery, PartyRequest, PolicyRequest,
   ReadQuery, TransferRequest, TrustRootRequest, UsageRequest,
 } from './wire.js';
 
@@ -38,7 +38,11 @@ const AgentParam = z.strictObject({ agent_uri: AgentUri });
 const PolicyParam = z.strictObject({ id: PolicyId });
 const AccountParam = z.strictObject({ id: AccountId });
 const UsageParam = z.strictObject({ id: UsageId });
-const ListQuery = PageQuery.extend(ReadQuery.shape);
+// The query of each list: its cursor is an id of what it lists.
+const TrustRootsQuery = pageQuery(Issuer, 'an issuer name');
+const PartiesQuery = pageQuery(PartyId, 'a party id');
+const AgentsQuery = pageQuery(AgentUri, 'an agent URI');
+const PoliciesQuery = pageQuery(PolicyId, 'a policy id');
 
 /** An admin operation before the caller and the version are filled in. */
 type Unsigned<T> = T extends unknown ? Omit<T, 'v' | 'by'> : never;
@@ -79,6 +83,8 @@ export interface AdminOptions {
 export function adminApp(o: AdminOptions): Express {
   const app = planeApp('admin', o.log, o.metrics);
   const body = jsonBody(o.bodyBytesMax);
+  /** A mutation's request: no query, a JSON body. */
+  const mutation = [noQuery, ...body];
   const hashes = o.principals.map((p) => ({ p, digest: Buffer.from(p.token_sha256, 'hex') }));
 
   app.get('/metrics', async (_req, res) => {
@@ -128,14 +134,14 @@ export function adminApp(o: AdminOptions): Express {
     res.setHeader('Consistency', local ? 'local' : 'linearizable');
   };
   /** A page of a table's records, for a list route; `view` shapes each item. */
-  const listed = async <T>(req: Request, res: Response, prefix: string, view: (id: string, v: T) => unknown) => {
-    const query = parseRequest(ListQuery, { ...(req.query as Record<string, unknown>) }, 'query');
+  const listed = async <T>(req: Request, res: Response, schema: ReturnType<typeof pageQuery>, prefix: string, view: (id: string, v: T) => unknown) => {
+    const query = parseRequest(schema, { ...(req.query as Record<string, unknown>) }, 'query');
     await barrier(res, query);
     const page = await q.list<T>(prefix, { after: query.after, limit: query.limit ?? PAGE_LIMIT_DEFAULT });
     return { items: page.items.map(([id, v]) => view(id, v)), next: page.next };
   };
 
-  app.post('/admin/v1/trust-roots', ...body, async (req, res) => {
+  app.post('/admin/v1/trust-roots', ...mutation, async (req, res) => {
     const r = parseRequest(TrustRootRequest, req.body, 'trust root');
     let public_key: string;
     try {
@@ -145,30 +151,30 @@ export function adminApp(o: AdminOptions): Express {
     }
     await mutate(res, { type: 'AddTrustRoot', issuer: r.issuer, public_key, key_id: paserkId(public_key) }, true);
   });
-  app.delete('/admin/v1/trust-roots/:issuer', async (req, res) => {
+  app.delete('/admin/v1/trust-roots/:issuer', noQuery, async (req, res) => {
     const { issuer } = parseRequest(IssuerParam, req.params, 'path');
     await mutate(res, { type: 'RemoveTrustRoot', issuer }, false);
   });
   app.get('/admin/v1/trust-roots', async (req, res) => {
-    const { items, next } = await listed<TrustRoot>(req, res, TABLES.root.prefix, (_, t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key }));
+    const { items, next } = await listed<TrustRoot>(req, res, TrustRootsQuery, TABLES.root.prefix, (_, t) => ({ issuer: t.issuer, key_id: t.key_id, public_key: t.public_key }));
     sendJson(res, 200, { trust_roots: items, next });
   });
 
-  app.post('/admin/v1/parties', ...body, async (req, res) => mutate(res, { type: 'AddParty', ...parseRequest(PartyRequest, req.body, 'party') }, true));
+  app.post('/admin/v1/parties', ...mutation, async (req, res) => mutate(res, { type: 'AddParty', ...parseRequest(PartyRequest, req.body, 'party') }, true));
   app.get('/admin/v1/parties', async (req, res) => {
-    const { items, next } = await listed<Party>(req, res, TABLES.party.prefix, (id) => ({ id }));
+    const { items, next } = await listed<Party>(req, res, PartiesQuery, TABLES.party.prefix, (id) => ({ id }));
     sendJson(res, 200, { parties: items, next });
   });
-  app.post('/admin/v1/agents', ...body, async (req, res) => mutate(res, { type: 'BindAgent', ...parseRequest(BindingRequest, req.body, 'agent binding') }, true));
-  app.delete('/admin/v1/agents/:agent_uri', async (req, res) => {
+  app.post('/admin/v1/agents', ...mutation, async (req, res) => mutate(res, { type: 'BindAgent', ...parseRequest(BindingRequest, req.body, 'agent binding') }, true));
+  app.delete('/admin/v1/agents/:agent_uri', noQuery, async (req, res) => {
     const { agent_uri } = parseRequest(AgentParam, req.params, 'path');
     await mutate(res, { type: 'UnbindAgent', agent: agent_uri }, false);
   });
   app.get('/admin/v1/agents', async (req, res) => {
-    const { items, next } = await listed<string>(req, res, TABLES.agent.prefix, (agent, party) => ({ agent, party }));
+    const { items, next } = await listed<string>(req, res, AgentsQuery, TABLES.agent.prefix, (agent, party) => ({ agent, party }));
     sendJson(res, 200, { agents: items, next });
   });
-  app.post('/admin/v1/accounts', ...body, async (req, res) => mutate(res, { type: 'OpenAccount', ...parseRequest(AccountRequest, req.body, 'account') }, true));
+  app.post('/admin/v1/accounts', ...mutation, async (req, res) => mutate(res, { type: 'OpenAccount', ...parseRequest(AccountRequest, req.body, 'account') }, true));
   app.get('/admin/v1/accounts/:id', async (req, res) => {
     const { id } = parseRequest(AccountParam, req.params, 'path');
     await barrier(res, readQuery(req));
@@ -176,7 +182,7 @@ export function adminApp(o: AdminOptions): Express {
     if (!a) throw new ApiError('unknown_account', `No account ${id} exists.`);
     sendJson(res, 200, accountView(a));
   });
-  app.post('/admin/v1/usages', ...body, async (req, res) => mutate(res, { type: 'OpenUsage', ...parseRequest(UsageRequest, req.body, 'usage balance') }, true));
+  app.post('/admin/v1/usages', ...mutation, async (req, res) => mutate(res, { type: 'OpenUsage', ...parseRequest(UsageRequest, req.body, 'usage balance') }, true));
   app.get('/admin/v1/usages/:id', async (req, res) => {
     const { id } = parseRequest(UsageParam, req.params, 'path');
     await barrier(res, readQuery(req));
@@ -185,16 +191,16 @@ export function adminApp(o: AdminOptions): Express {
     sendJson(res, 200, { ...usageReport(u), owner: u.owner });
   });
 
-  app.post('/admin/v1/policies', ...body, async (req, res) => mutate(res, { type: 'DraftPolicy', ...parseRequest(PolicyRequest, req.body, 'policy') }, true));
+  app.post('/admin/v1/policies', ...mutation, async (req, res) => mutate(res, { type: 'DraftPolicy', ...parseRequest(PolicyRequest, req.body, 'policy') }, true));
   for (const [step, type] of [['review', 'ReviewPolicy'], ['approve', 'ApprovePolicy'], ['activate', 'ActivatePolicy']] as const) {
-    app.post(`/admin/v1/policies/:id/${step}`, ...body, async (req, res) => {
+    app.post(`/admin/v1/policies/:id/${step}`, ...mutation, async (req, res) => {
       const { id } = parseRequest(PolicyParam, req.params, 'path');
       const r = parseRequest(LifecycleRequest, req.body ?? {}, `${step} request`);
       await mutate(res, { type, id, ...r }, false);
     });
   }
   app.get('/admin/v1/policies', async (req, res) => {
-    const { items, next } = await listed<Policy>(req, res, TABLES.policy.prefix, (_, p) => policyView(p));
+    const { items, next } = await listed<Policy>(req, res, PoliciesQuery, TABLES.policy.prefix, (_, p) => policyView(p));
     sendJson(res, 200, { active: await q.activePolicyId(), policies: items, next });
   });
   app.get('/admin/v1/policies/:id', async (req, res) => {
@@ -246,14 +252,14 @@ export function adminApp(o: AdminOptions): Express {
     o.log.info({ event: 'membership_changed', by: by.name, change: { type: change.type, node: change.node }, index }, 'membership changed');
     sendJson(res, status, { change: change.type, id: change.node, index, ...clusterView() });
   };
-  app.post('/admin/v1/cluster/members', ...body, async (req, res) => {
+  app.post('/admin/v1/cluster/members', ...mutation, async (req, res) => {
     operator(res);
     const r = parseRequest(MemberRequest, req.body, 'member request');
     const { members } = o.node.cluster();
     if (members.some((m) => m.id === r.id)) throw new ApiError('already_exists', `${r.id} is already a member of the cluster.`, { id: r.id });
     await changeMembers(res, { type: 'addLearner', node: r.id, context: memberContext(r) }, 201);
   });
-  app.post('/admin/v1/cluster/members/:id/promote', async (req, res) => {
+  app.post('/admin/v1/cluster/members/:id/promote', noQuery, async (req, res) => {
     operator(res);
     const { id } = parseRequest(MemberParam, req.params, 'member');
     const { status } = o.node.cluster();
@@ -264,14 +270,14 @@ export function adminApp(o: AdminOptions): Express {
     }
     await changeMembers(res, { type: 'promote', node: id }, 200);
   });
-  app.delete('/admin/v1/cluster/members/:id', async (req, res) => {
+  app.delete('/admin/v1/cluster/members/:id', noQuery, async (req, res) => {
     operator(res);
     const { id } = parseRequest(MemberParam, req.params, 'member');
     const { status } = o.node.cluster();
     if (!status.conf.voters.includes(id) && !status.conf.learners.includes(id)) throw new ApiError('not_found', `${id} is not a member of the cluster.`, { id });
     await changeMembers(res, { type: 'remove', node: id }, 200);
   });
-  app.post('/admin/v1/cluster/transfer-leadership', ...body, async (req, res) => {
+  app.post('/admin/v1/cluster/transfer-leadership', ...mutation, async (req, res) => {
     const by = res.locals.principal as Principal;
     if (!by.roles.includes('operator')) throw new ApiError('forbidden', `${by.name} may not transfer leadership (it needs the operator role).`);
     const r = parseRequest(TransferRequest, req.body, 'transfer request');

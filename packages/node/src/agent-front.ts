@@ -14,9 +14,9 @@ import { AccountId, TransactionId, UsageId, parseWith } from '@apl/core';
 import { z } from 'zod';
 import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, ReadCall } from './gateway.js';
-import { bearerToken, errorHandler, JSON_TYPE, jsonBody, notFound, parseRequest, planeApp, sendText, type HttpMetrics } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noQuery, notFound, parseRequest, planeApp, sendText, type HttpMetrics } from './http.js';
 import type { Logger } from './log.js';
-import { PageQuery, ReadQuery, intentEnvelope } from './wire.js';
+import { ObligationCursor, ReadQuery, intentEnvelope, pageQuery } from './wire.js';
 
 export interface FrontEndOptions {
   backend: AgentBackend;
@@ -32,9 +32,8 @@ export interface FrontEndOptions {
 const TransactionParam = z.strictObject({ txn_id: TransactionId });
 const AccountParam = z.strictObject({ id: AccountId });
 const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text'], { error: 'must be json or text' }).optional() });
-const ObligationsQuery = ReadQuery.extend({
+const ObligationsQuery = pageQuery(ObligationCursor, 'an obligation id').extend({
   state: z.enum(['owed', 'open', 'breached', 'discharged', 'all'], { error: 'must be owed, open, breached, discharged or all' }).optional(),
-  ...PageQuery.shape,
 });
 
 export function agentFrontEnd(o: FrontEndOptions): Express {
@@ -48,7 +47,7 @@ export function agentFrontEnd(o: FrontEndOptions): Express {
     res.status(200).type(JSON_TYPE).send(o.openapi);
   });
 
-  app.post('/api/v1/intents', ...jsonBody(o.bodyBytesMax), async (req, res) => {
+  app.post('/api/v1/intents', noQuery, ...jsonBody(o.bodyBytesMax), async (req, res) => {
     if (req.body === undefined) throw new ApiError('malformed_request', 'The intent envelope is required.', { issues: [{ path: '', message: 'is required' }] });
     // The agent the body names, checked against its rate before anything else (gateway.ts).
     const agent = req.body !== null && typeof req.body === 'object' ? (req.body as { agent?: unknown }).agent : undefined;

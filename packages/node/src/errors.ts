@@ -25,6 +25,7 @@ const GATEWAY_ERROR_CODES = [
   'unauthorized',
   'not_found',
   'internal_error',
+  'http_version_not_supported',
 ] as const;
 
 export type ErrorCode = CoreErrorCode | (typeof GATEWAY_ERROR_CODES)[number];
@@ -64,6 +65,7 @@ export const STATUS: Record<ErrorCode, number> = {
   internal_error: 500,
   commit_unavailable: 503,
   feed_unavailable: 503,
+  http_version_not_supported: 505,
 };
 
 export interface ErrorBody {

@@ -90,6 +90,17 @@ export function bearerToken(req: Request): string | null {
   return m ? m[1]! : null;
 }
 
+/**
+ * For a route that takes no query parameters: a parameter sent to it is refused, never
+ * silently ignored (it may have been meant for another route, or as a filter).
+ */
+export const noQuery: RequestHandler = (req, _res, next) => {
+  if (!req.url.includes('?')) return next();
+  const names = Object.keys(req.query as Record<string, unknown>);
+  if (names.length === 0) return next();
+  next(new ApiError('malformed_request', `${req.method} ${req.path} takes no query parameters; remove ${names.map((n) => JSON.stringify(n)).join(', ')}.`));
+};
+
 /** The charset parameter of a Content-Type. */
 const CHARSET = /;\s*charset\s*=\s*([^;\s]*)/i;
 
@@ -140,8 +151,13 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
   // The contract's paths are lower case: /API/V1/INTENTS is no route of it.
   app.set('case sensitive routing', true);
   app.use(observe(plane, log, metrics));
-  // HTTP/1.1 requires Host (RFC 9112 §3.2); the listener leaves the refusal to us so that it has a body.
   app.use((req, _res, next) => {
+    // Node's parser reads an HTTP/2.0 or 0.9 request line as if it were 1.x and would
+    // answer it in HTTP/1.1: the planes speak HTTP/1.0 and 1.1 only (RFC 9110 §15.6.6).
+    if (req.httpVersionMajor !== 1) {
+      return next(new ApiError('http_version_not_supported', `HTTP/${req.httpVersion} is not supported here; send HTTP/1.1.`));
+    }
+    // HTTP/1.1 requires Host (RFC 9112 §3.2); the listener leaves the refusal to us so that it has a body.
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
       return next(new ApiError('malformed_request', 'The request has no Host header, which HTTP/1.1 requires.'));
     }

@@ -104,11 +104,12 @@ function components(inputs: Schemas, outputs: Schemas): Json {
  * over the limit) is answered 400 before any route sees it (listener.ts), and so is a
  * path whose percent-encoding is broken (http.ts); one not all in within the
  * listener's timeouts is answered 408 and its connection closed, and one with an
- * `Expect` other than 100-continue 417 (listener.ts). A method the path is not served
+ * `Expect` other than 100-continue 417 (listener.ts), and one in an HTTP version other
+ * than 1.0 or 1.1 505 (http.ts). A method the path is not served
  * with is answered 405 with Allow (http.ts notFound): it is no operation of this
  * document, so no operation lists it.
  */
-const UNREADABLE: ErrorCode[] = ['malformed_request', 'request_timeout', 'expectation_failed'];
+const UNREADABLE: ErrorCode[] = ['malformed_request', 'request_timeout', 'expectation_failed', 'http_version_not_supported'];
 /** A JSON body (http.ts jsonBody): not JSON, not application/json, or over limits.body_bytes_max. */
 const BODY: ErrorCode[] = ['malformed_request', 'payload_too_large'];
 /**
@@ -172,7 +173,7 @@ const PUBLIC = { security: [] };
 /** The page parameters of every list: `limit` and the cursor `after` (the previous page's `next`). */
 const pageParams = [
   { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 }, description: 'The most items in the page: 1 to 1000 (default 100).' },
-  { name: 'after', in: 'query', required: false, schema: { type: 'string' }, description: 'The `next` of the previous page: this page continues after it.' },
+  { name: 'after', in: 'query', required: false, schema: { type: 'string' }, description: 'The `next` of the previous page, an id of the items listed: this page continues after it. A value that could be no such id is refused (400).' },
 ];
 const nextCursor = { type: ['string', 'null'], description: 'The cursor of the next page (pass it as `after`), or null when this is the last one.' };
 

@@ -30,16 +30,28 @@ export function intentEnvelope(entriesMax: number) {
 }
 export type IntentEnvelope = z.output<ReturnType<typeof intentEnvelope>>;
 
-/** The page of a list: at most `limit` items (1 to 1000, default 100), after the cursor `after` of the previous page. */
 /** The query of a read: linearizable (the default) or this replica's state as it is (`local`). */
 export const ReadQuery = z.strictObject({ consistency: z.enum(['linearizable', 'local'], { error: 'must be linearizable or local' }).optional() });
-export const PageQuery = z.strictObject({
-  limit: z.string().regex(/^[1-9][0-9]{0,3}$/, 'must be an integer from 1 to 1000').transform(Number)
-    .refine((n) => n <= 1000, 'must be an integer from 1 to 1000').optional()
-    .meta({ description: 'The most items in the page: 1 to 1000 (default 100).' }),
-  after: z.string().min(1, 'must be a cursor from a previous page').max(512, 'must be a cursor from a previous page').optional()
-    .meta({ description: 'The `next` of the previous page: the page continues after it.' }),
-});
+
+/** An obligation id as the ledger makes them: `obl_<transaction>_<rule's obligation>`, a repair duty's with `/<duty>` after it. */
+export const ObligationCursor = z.string().regex(/^obl_[A-Za-z0-9_.:/-]{1,508}$/);
+
+/**
+ * The query of a list read: at most `limit` items (1 to 1000, default 100), after the
+ * cursor `after`, the `next` of the previous page, which is an id of the items listed
+ * (`cursor`). A cursor that could not be one is refused rather than read as a
+ * position, which would answer an unrelated page.
+ */
+export function pageQuery(cursor: z.ZodType<string>, what: string) {
+  return z.strictObject({
+    limit: z.string().regex(/^[1-9][0-9]{0,3}$/, 'must be an integer from 1 to 1000').transform(Number)
+      .refine((n) => n <= 1000, 'must be an integer from 1 to 1000').optional()
+      .meta({ description: 'The most items in the page: 1 to 1000 (default 100).' }),
+    after: z.string().max(512).refine((v) => cursor.safeParse(v).success, `must be the next of a previous page (${what})`).optional()
+      .meta({ description: 'The `next` of the previous page: the page continues after it.' }),
+    ...ReadQuery.shape,
+  });
+}
 
 // Responses. Integers of 128-bit range are bigint here and bare numbers on the wire.
 const int128 = z.bigint().meta({ type: 'integer', format: 'int128' });

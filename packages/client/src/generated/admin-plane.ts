@@ -555,7 +555,7 @@ export type components = {
         /** @description Every error: a code, a plain English message, and the extra fields of its code. */
         Error: {
             /** @enum {string} */
-            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "expectation_failed" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
+            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "expectation_failed" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable" | "http_version_not_supported";
             message: string;
         } & {
             [key: string]: unknown;
@@ -723,6 +723,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     openAccount: {
@@ -879,6 +891,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     getAccount: {
@@ -1015,12 +1039,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     listAgents: {
         parameters: {
             query?: {
-                /** @description The `next` of the previous page: this page continues after it. */
+                /** @description The `next` of the previous page, an id of the items listed: this page continues after it. A value that could be no such id is refused (400). */
                 after?: string;
                 /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
                 consistency?: "linearizable" | "local";
@@ -1141,6 +1177,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -1300,6 +1348,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     unbindAgent: {
@@ -1431,6 +1491,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     getCluster: {
@@ -1508,6 +1580,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "expectation_failed";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -1655,6 +1739,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     removeMember: {
@@ -1795,6 +1891,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -1941,6 +2049,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     transferLeadership: {
@@ -2070,6 +2190,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     followFeed: {
@@ -2166,6 +2298,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "feed_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -2290,6 +2434,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     exportLog: {
@@ -2411,12 +2567,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     listParties: {
         parameters: {
             query?: {
-                /** @description The `next` of the previous page: this page continues after it. */
+                /** @description The `next` of the previous page, an id of the items listed: this page continues after it. A value that could be no such id is refused (400). */
                 after?: string;
                 /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
                 consistency?: "linearizable" | "local";
@@ -2537,6 +2705,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -2684,12 +2864,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     listPolicies: {
         parameters: {
             query?: {
-                /** @description The `next` of the previous page: this page continues after it. */
+                /** @description The `next` of the previous page, an id of the items listed: this page continues after it. A value that could be no such id is refused (400). */
                 after?: string;
                 /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
                 consistency?: "linearizable" | "local";
@@ -2811,6 +3003,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -2958,6 +3162,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     getPolicy: {
@@ -3091,6 +3307,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -3253,6 +3481,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     approvePolicy: {
@@ -3412,6 +3652,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     dryRunPolicy: {
@@ -3561,6 +3813,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -3723,12 +3987,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     listTrustRoots: {
         parameters: {
             query?: {
-                /** @description The `next` of the previous page: this page continues after it. */
+                /** @description The `next` of the previous page, an id of the items listed: this page continues after it. A value that could be no such id is refused (400). */
                 after?: string;
                 /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
                 consistency?: "linearizable" | "local";
@@ -3849,6 +4125,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -3996,6 +4284,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     removeTrustRoot: {
@@ -4124,6 +4424,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -4283,6 +4595,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     getUsageAdmin: {
@@ -4419,6 +4743,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     metrics: {
@@ -4472,6 +4808,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "expectation_failed";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };

@@ -178,7 +178,7 @@ export type components = {
         /** @description Every error: a code, a plain English message, and the extra fields of its code. */
         Error: {
             /** @enum {string} */
-            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "expectation_failed" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable";
+            error: "malformed_request" | "invalid_usage_id" | "invalid_policy" | "unknown_agent" | "unauthorized" | "attestation" | "forbidden" | "unknown_transaction" | "unknown_account" | "unknown_usage" | "unknown_party" | "unknown_binding" | "unknown_trust_root" | "unknown_policy" | "not_found" | "stale_policy" | "policy_pin_mismatch" | "no_active_policy" | "already_exists" | "invalid_transition" | "method_not_allowed" | "request_timeout" | "payload_too_large" | "expectation_failed" | "rate_limited" | "not_primary" | "invalid_agent_uri" | "capability_mapping" | "multi_currency_mandate_charge" | "substrate_rejected" | "gateway_error" | "internal_error" | "commit_unavailable" | "feed_unavailable" | "http_version_not_supported";
             message: string;
         } & {
             [key: string]: unknown;
@@ -481,6 +481,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     getAccountBalance: {
@@ -614,6 +626,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -777,12 +801,24 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     listObligations: {
         parameters: {
             query?: {
-                /** @description The `next` of the previous page: this page continues after it. */
+                /** @description The `next` of the previous page, an id of the items listed: this page continues after it. A value that could be no such id is refused (400). */
                 after?: string;
                 /** @description linearizable (default) reads what was committed before the request; local reads this replica without a round trip. The Consistency header says which. */
                 consistency?: "linearizable" | "local";
@@ -901,6 +937,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -1037,6 +1085,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     getTransaction: {
@@ -1170,6 +1230,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "commit_unavailable";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -1312,6 +1384,18 @@ export interface operations {
                     };
                 };
             };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
+                };
+            };
         };
     };
     health: {
@@ -1365,6 +1449,18 @@ export interface operations {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         error?: "expectation_failed";
+                    };
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
                     };
                 };
             };
@@ -1431,6 +1527,18 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            /** @description `http_version_not_supported` */
+            505: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        error?: "http_version_not_supported";
+                    };
                 };
             };
         };

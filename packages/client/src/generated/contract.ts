@@ -4,7 +4,7 @@
 import { ApiError, type ErrorBodyOf } from '../errors.js';
 
 /** Every error code the documents name, in their order. */
-export const ERROR_CODES = ["malformed_request","invalid_usage_id","invalid_policy","unknown_agent","unauthorized","attestation","forbidden","unknown_transaction","unknown_account","unknown_usage","unknown_party","unknown_binding","unknown_trust_root","unknown_policy","not_found","stale_policy","policy_pin_mismatch","no_active_policy","already_exists","invalid_transition","method_not_allowed","request_timeout","payload_too_large","expectation_failed","rate_limited","not_primary","invalid_agent_uri","capability_mapping","multi_currency_mandate_charge","substrate_rejected","gateway_error","internal_error","commit_unavailable","feed_unavailable"] as const;
+export const ERROR_CODES = ["malformed_request","invalid_usage_id","invalid_policy","unknown_agent","unauthorized","attestation","forbidden","unknown_transaction","unknown_account","unknown_usage","unknown_party","unknown_binding","unknown_trust_root","unknown_policy","not_found","stale_policy","policy_pin_mismatch","no_active_policy","already_exists","invalid_transition","method_not_allowed","request_timeout","payload_too_large","expectation_failed","rate_limited","not_primary","invalid_agent_uri","capability_mapping","multi_currency_mandate_charge","substrate_rejected","gateway_error","internal_error","commit_unavailable","feed_unavailable","http_version_not_supported"] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** The node answered `malformed_request`. */
@@ -177,6 +177,11 @@ export class FeedUnavailableError extends ApiError<'feed_unavailable'> {
   override readonly name = 'FeedUnavailableError';
 }
 
+/** The node answered `http_version_not_supported`. */
+export class HttpVersionNotSupportedError extends ApiError<'http_version_not_supported'> {
+  override readonly name = 'HttpVersionNotSupportedError';
+}
+
 /** The class of each code; the Record makes the compiler prove every code has one. */
 export const ERROR_CLASSES: { [C in ErrorCode]: new (status: number, body: ErrorBodyOf<C>) => ApiError<C> } = {
   malformed_request: MalformedRequestError,
@@ -213,6 +218,7 @@ export const ERROR_CLASSES: { [C in ErrorCode]: new (status: number, body: Error
   internal_error: InternalErrorError,
   commit_unavailable: CommitUnavailableError,
   feed_unavailable: FeedUnavailableError,
+  http_version_not_supported: HttpVersionNotSupportedError,
 };
 
 /** Where the success body of each operation, by operationId, holds 128-bit integers (src/json.ts says how a plan reads). */
