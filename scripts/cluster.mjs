@@ -13,9 +13,12 @@
 //
 // Options: --dir <path> (default .data/cluster) holds the certificates, the tokens,
 // each node's data, logs and the pid file; --port-offset <n> moves every port by n
-// (two clusters on one machine). The configs' container paths and addresses are
-// overridden with APL_ variables: data and certificates under --dir, every listener
-// on 127.0.0.1, each peer reached at 127.0.0.1 on its configured peer port.
+// (two clusters on one machine); --base-port <p> puts every port in one window
+// instead, n1's agent, admin and peer ports at p, p+1, p+2, n2's at p+3 ... n5's at
+// p+14. The ports a directory's cluster started with are kept (ports.json), so later
+// starts and restarts use them without the option. The configs' container paths and
+// addresses are overridden with APL_ variables: data and certificates under --dir,
+// every listener on 127.0.0.1, each peer reached at 127.0.0.1 on its peer port.
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
@@ -29,15 +32,16 @@ const IDS = ['n1', 'n2', 'n3'];
 const SPARES = ['n4', 'n5'];
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { dir: { type: 'string', default: join(REPO, '.data', 'cluster') }, 'port-offset': { type: 'string', default: '0' } },
+  options: { dir: { type: 'string', default: join(REPO, '.data', 'cluster') }, 'port-offset': { type: 'string' }, 'base-port': { type: 'string' } },
 });
 const command = positionals[0] ?? 'start';
 const named = positionals.slice(1);
 for (const id of named) if (![...IDS, ...SPARES].includes(id)) fail(`unknown member ${id}: ${[...IDS, ...SPARES].join(', ')}`);
 const dir = resolve(values.dir);
-const offset = Number(values['port-offset']);
-if (!Number.isInteger(offset) || offset < 0 || offset > 50_000) fail(`--port-offset must be a whole number from 0 to 50000, not ${values['port-offset']}`);
 const pidFile = join(dir, 'pids.json');
+const portsFile = join(dir, 'ports.json');
+/** where the members listen (portLayout), set when starting. */
+let ports = { offset: 0 };
 /** the members that ever started from this directory: they restart with cluster_state existing. */
 const startedFile = join(dir, 'started.json');
 const certDir = join(dir, 'certs');
@@ -55,18 +59,23 @@ async function prepare() {
 }
 
 async function start() {
+  // Each member's ports are set here, for all of them at once: a port in the
+  // environment would be one member's or every member's, so it is refused, not ignored.
+  const set = ['APL_HOST', 'APL_AGENT_PORT', 'APL_ADMIN_PORT', 'APL_PEER_PORT', 'APL_MEMBERS'].filter((name) => process.env[name] !== undefined);
+  if (set.length > 0) fail(`npm run cluster sets each member's address itself; unset ${set.join(', ')} and use --base-port or --port-offset`);
   // Members still running are left alone: after a crash or a kill, start brings back
   // only the missing ones, as an SRE restarts one replica.
   const previous = existsSync(pidFile) ? JSON.parse(readFileSync(pidFile, 'utf8')) : {};
   const alive = Object.fromEntries(running(previous));
+  ports = portLayout();
   await prepare();
   const ids = named.length > 0 ? named : IDS;
   const configs = ids.map((id) => JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')));
   const local = (list) => list.map((m) => ({
     ...m,
-    peer_addr: `127.0.0.1:${Number(m.peer_addr.split(':').pop()) + offset}`,
-    agent_url: shift(m.agent_url),
-    admin_url: shift(m.admin_url),
+    peer_addr: `127.0.0.1:${port(m.id, 'peer', Number(m.peer_addr.split(':').pop()))}`,
+    agent_url: moved(m.agent_url, port(m.id, 'agent', Number(new URL(m.agent_url).port))),
+    admin_url: moved(m.admin_url, port(m.id, 'admin', Number(new URL(m.admin_url).port))),
   }));
   const members = local(configs[0].members);
   const pids = { ...alive };
@@ -83,9 +92,9 @@ async function start() {
     const env = {
       ...process.env,
       APL_HOST: '127.0.0.1',
-      APL_AGENT_PORT: String(c.agent_port + offset),
-      APL_ADMIN_PORT: String(c.admin_port + offset),
-      APL_PEER_PORT: String(c.peer_port + offset),
+      APL_AGENT_PORT: String(port(id, 'agent', c.agent_port)),
+      APL_ADMIN_PORT: String(port(id, 'admin', c.admin_port)),
+      APL_PEER_PORT: String(port(id, 'peer', c.peer_port)),
       APL_MEMBERS: JSON.stringify(local(c.members)),
       // A member that ran before rejoins a running cluster: if its data is gone, it is
       // refused rather than bootstrapped afresh (it would forget its votes).
@@ -109,6 +118,7 @@ async function start() {
     fail(`${refused.join(', ')} did not start (the log above says why)`);
   }
   writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
+  writeFileSync(portsFile, `${JSON.stringify(ports)}\n`);
   if (configs.every((c) => c.cluster_state === 'join')) return printJoining(configs.map((c) => local(c.members).find((m) => m.id === c.node_id)));
   const leader = await electedLeader(members.filter((m) => IDS.includes(m.id) && pids[m.id] !== undefined));
   const what = started.length === 0 ? 'all three members already run' : `started ${started.join(', ')}`;
@@ -211,9 +221,47 @@ function get(url, token, ca) {
   });
 }
 
-function shift(url) {
+/**
+ * Where this directory's members listen: the layout it first started with (ports.json),
+ * or the one the options ask for. Asking for another layout than the one kept is
+ * refused: the members already joined would still look for each other at the old ports.
+ */
+function portLayout() {
+  const offset = values['port-offset'];
+  const base = values['base-port'];
+  if (offset !== undefined && base !== undefined) fail('--port-offset and --base-port are two ways to place the ports; give one');
+  let asked = null;
+  if (offset !== undefined) {
+    const n = Number(offset);
+    if (!/^\d+$/.test(offset) || n > 50_000) fail(`--port-offset must be a whole number from 0 to 50000, not ${offset}`);
+    asked = { offset: n };
+  }
+  if (base !== undefined) {
+    const n = Number(base);
+    const last = 65_535 - 3 * (IDS.length + SPARES.length) + 1;
+    if (!/^\d+$/.test(base) || n < 1024 || n > last) fail(`--base-port must be a whole number from 1024 to ${last} (five members take 15 ports from it), not ${base}`);
+    asked = { base: n };
+  }
+  const kept = existsSync(portsFile) ? JSON.parse(readFileSync(portsFile, 'utf8')) : null;
+  if (kept !== null && asked !== null && JSON.stringify(kept) !== JSON.stringify(asked)) {
+    fail(`the cluster in ${dir} was started with ${describe(kept)}, not ${describe(asked)}; start it without the option, or use another --dir`);
+  }
+  return kept ?? asked ?? { offset: 0 };
+}
+
+function describe(layout) {
+  return 'base' in layout ? `--base-port ${layout.base}` : `--port-offset ${layout.offset}`;
+}
+
+/** A member's port of a kind: its configured port moved by the offset, or its place in the window. */
+function port(id, kind, configured) {
+  if (!('base' in ports)) return configured + ports.offset;
+  return ports.base + 3 * [...IDS, ...SPARES].indexOf(id) + ['agent', 'admin', 'peer'].indexOf(kind);
+}
+
+function moved(url, to) {
   const u = new URL(url);
-  u.port = String(Number(u.port) + offset);
+  u.port = String(to);
   return u.toString().replace(/\/$/, '');
 }
 

@@ -109,8 +109,12 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   t.match(again, /all three members already run/, 'a second start leaves the running members alone');
   process.kill(pids[1]!, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
-  const back = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
-  t.match(back, /\(started n2\)/, 'after a kill, start brings back only the missing member');
+  // Without the option: the directory keeps the ports its cluster started with.
+  const back = execFileSync(process.execPath, [script, 'start', '--dir', dir], { encoding: 'utf8', timeout: 60_000 });
+  t.match(back, /\(started n2\); the primary is n[123]\./, 'after a kill, start brings back only the missing member, on its own ports');
+  const moved = spawnSync(process.execPath, [script, 'start', '--dir', dir, '--port-offset', String(offset + 1)], { encoding: 'utf8', timeout: 60_000 });
+  t.equal(moved.status, 1, 'other ports for a cluster that runs are refused');
+  t.match(moved.stderr, new RegExp(`was started with --port-offset ${offset}, not --port-offset ${offset + 1}`));
   // A member that ran before and lost its data is refused, not bootstrapped afresh.
   const n3 = (JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>).n3!;
   process.kill(n3, 'SIGKILL');
@@ -129,6 +133,40 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   t.match(stop, /stopped n1, n2, n4/, "every member that runs (n3 was refused)");
   for (const pid of pids) t.notOk(alive(pid), `process ${pid} is gone`);
 });
+
+t.test('npm run cluster --base-port puts every member\'s ports in one window; ports in the environment are refused', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-window-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const env = { ...process.env };
+  for (const name of ['APL_HOST', 'APL_AGENT_PORT', 'APL_ADMIN_PORT', 'APL_PEER_PORT', 'APL_MEMBERS']) delete env[name];
+  const base = await freeWindow(15);
+  const args = ['--dir', dir, '--base-port', String(base)];
+  const ignored = spawnSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', env: { ...env, APL_AGENT_PORT: '8443' }, timeout: 60_000 });
+  t.equal(ignored.status, 1, 'a port in the environment would be one member\'s or all of theirs: refused, not ignored');
+  t.match(ignored.stderr, /npm run cluster sets each member's address itself; unset APL_AGENT_PORT and use --base-port or --port-offset/);
+  const both = spawnSync(process.execPath, [script, 'start', ...args, '--port-offset', '5'], { encoding: 'utf8', env, timeout: 60_000 });
+  t.equal(both.status, 1);
+  t.match(both.stderr, /give one/);
+  t.teardown(() => spawnSync(process.execPath, [script, 'stop', '--dir', dir], { env }));
+  const out = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', env, timeout: 60_000 });
+  IDS.forEach((id, k) => {
+    const at = base + 3 * k;
+    t.match(out, new RegExp(`${id}  agent https://localhost:${at}   admin https://localhost:${at + 1}   peer 127\\.0\\.0\\.1:${at + 2}`), `${id} listens at ${at} to ${at + 2}`);
+  });
+  const spare = execFileSync(process.execPath, [script, 'start', 'n4', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
+  t.match(spare, new RegExp(`cluster add n4 127\\.0\\.0\\.1:${base + 11} https://localhost:${base + 9} https://localhost:${base + 10}`), 'a spare started later takes its place in the window');
+  execFileSync(process.execPath, [script, 'stop', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
+});
+
+/** A window of `size` ports free on 127.0.0.1, below the kernel's ephemeral range. */
+async function freeWindow(size: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 12_000);
+    if ((await Promise.all(Array.from({ length: size }, (_, i) => isFree(base + i)))).every(Boolean)) return base;
+  }
+  throw new Error('no free window of ports');
+}
 
 t.test('every way to start a node gives V8 one background thread fewer than the CPUs', async (t) => {
   const start = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.start!;
