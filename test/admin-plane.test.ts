@@ -400,6 +400,7 @@ t.test('lists come in pages: at most limit items, and a cursor to the next page'
   t.ok(pages >= 2, `${pages} pages`);
   isError(t, await n.adm('reviewer', 'GET', '/admin/v1/parties?limit=0'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }] });
   isError(t, await n.adm('reviewer', 'GET', '/admin/v1/agents?limit=5000'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'limit', message: 'must be an integer from 1 to 1000' }] });
+  isError(t, await n.adm('reviewer', 'GET', '/admin/v1/parties?limit=1&limit=2'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'limit', message: 'is given more than once; give it once' }] });
   isError(t, await n.adm('reviewer', 'GET', '/admin/v1/policies?page=2'), 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: '', message: 'unknown field "page"' }] });
   // A cursor is an id of what the list holds; one that could be none is refused, not read as a position.
   for (const [list, bad, what] of [

@@ -417,6 +417,8 @@ t.test('reads are linearizable by default; consistency=local says so in the Cons
   isError(t, bad, 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'consistency', message: 'must be linearizable or local' }] });
   const extra = await n.api('GET', '/api/v1/obligations?page=2', { token: att });
   isError(t, extra, 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: '', message: 'unknown field "page"' }] });
+  const twice = await n.api('GET', '/api/v1/obligations?consistency=local&state=all&consistency=linearizable', { token: att });
+  isError(t, twice, 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'consistency', message: 'is given more than once; give it once' }] });
 });
 
 t.test('400 invalid_usage_id: a path segment that is not a usage-balance id', async (t) => {

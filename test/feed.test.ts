@@ -222,7 +222,7 @@ t.test('a bad query answers 400 malformed_request naming the parameter, and chan
     ['?from=', 'from', index],
     ['?from=1.5', 'from', index],
     ['?from=99999999999999999', 'from', index],
-    ['?from=1&from=2', 'from', index],
+    ['?from=1&from=2', 'from', 'is given more than once; give it once'],
     ['?verdict=Maybe', 'verdict.0', 'must be verdicts, separated by commas: Permitted, ForbiddenRejected, NotPermittedRejected, RepairOutstandingRejected, ObligationUnmetRejected'],
     ['?type=intent,Bogus', 'type.1', /^must be operation types or intent, tick, admin, separated by commas: intent, tick, admin, SubmitIntent, Tick, AddTrustRoot/ as unknown as string],
     ['?since=3', '', 'unknown field "since"'],

@@ -19,7 +19,7 @@ import { memberContext } from './membership.js';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
-import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noQuery, notFound, parseRequest, planeApp, sendJson } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noQuery, notFound, parseRequest, planeApp, queryOf, sendJson } from './http.js';
 import { feedHandler, type Feeds } from './feed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -122,7 +122,7 @@ export function adminApp(o: AdminOptions): Express {
   };
   const q = o.node.queries;
   /** The query of a read that takes no other parameter. */
-  const readQuery = (req: Request) => parseRequest(ReadQuery, { ...(req.query as Record<string, unknown>) }, 'query');
+  const readQuery = (req: Request) => parseRequest(ReadQuery, queryOf(req), 'query');
   /**
    * Makes local state current unless the query asked for consistency=local, and says
    * which in the Consistency header, as the agent plane's reads do.
@@ -135,7 +135,7 @@ export function adminApp(o: AdminOptions): Express {
   };
   /** A page of a table's records, for a list route; `view` shapes each item. */
   const listed = async <T>(req: Request, res: Response, schema: ReturnType<typeof pageQuery>, prefix: string, view: (id: string, v: T) => unknown) => {
-    const query = parseRequest(schema, { ...(req.query as Record<string, unknown>) }, 'query');
+    const query = parseRequest(schema, queryOf(req), 'query');
     await barrier(res, query);
     const page = await q.list<T>(prefix, { after: query.after, limit: query.limit ?? PAGE_LIMIT_DEFAULT });
     return { items: page.items.map(([id, v]) => view(id, v)), next: page.next };

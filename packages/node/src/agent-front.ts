@@ -14,7 +14,7 @@ import { AccountId, TransactionId, UsageId, parseWith } from '@apl/core';
 import { z } from 'zod';
 import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, ReadCall } from './gateway.js';
-import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noQuery, notFound, parseRequest, planeApp, sendText, type HttpMetrics } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noQuery, notFound, parseRequest, planeApp, queryOf, sendText, type HttpMetrics } from './http.js';
 import type { Logger } from './log.js';
 import { ObligationCursor, ReadQuery, intentEnvelope, pageQuery } from './wire.js';
 
@@ -91,7 +91,7 @@ export function agentFrontEnd(o: FrontEndOptions): Express {
  * with as `Authorization: Bearer <attestation>` (the agent is the token's `sub`).
  */
 function reader<S extends z.ZodType<ReadCall['query']>>(req: Request, schema: S): { query: z.output<S>; token: string } {
-  const query = parseRequest(schema, { ...(req.query as Record<string, unknown>) }, 'query');
+  const query = parseRequest(schema, queryOf(req), 'query');
   const token = bearerToken(req);
   if (token === null) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
   return { query, token };

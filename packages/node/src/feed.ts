@@ -22,7 +22,7 @@
 import type { Request, Response } from 'express';
 import { ApiError } from './errors.js';
 import { filterOf, matches, recordIndex, FeedQuery, type FeedFilter } from './feed-query.js';
-import { parseRequest } from './http.js';
+import { parseRequest, queryOf } from './http.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { mayReadFeed, type PlaneRole } from './roles.js';
@@ -94,7 +94,7 @@ export function feedHandler(feeds: Feeds): (req: Request, res: Response) => Prom
   return async (req, res) => {
     const name = res.locals.principalName as string;
     if (!mayReadFeed(res.locals.roles as PlaneRole[])) throw new ApiError('forbidden', `${name} may not read the change feed (it needs the feed or operator role).`);
-    const q = parseRequest(FeedQuery, { ...(req.query as Record<string, unknown>) }, 'feed query');
+    const q = parseRequest(FeedQuery, queryOf(req, 'feed query'), 'feed query');
     await feeds.serve(res, q.from ?? 0, filterOf(q));
   };
 }

@@ -101,6 +101,19 @@ export const noQuery: RequestHandler = (req, _res, next) => {
   next(new ApiError('malformed_request', `${req.method} ${req.path} takes no query parameters; remove ${names.map((n) => JSON.stringify(n)).join(', ')}.`));
 };
 
+/**
+ * The request's query parameters, each given once: a parameter sent twice
+ * (`?limit=1&limit=2`) is refused by name, since which one was meant is a guess.
+ */
+export function queryOf(req: Request, what = 'query'): Record<string, unknown> {
+  const query = req.query as Record<string, unknown>;
+  const twice = Object.keys(query).filter((name) => Array.isArray(query[name]));
+  if (twice.length > 0) {
+    throw new ApiError('malformed_request', `The ${what} is not valid.`, { issues: twice.map((name) => ({ path: name, message: 'is given more than once; give it once' })) });
+  }
+  return { ...query };
+}
+
 /** The charset parameter of a Content-Type. */
 const CHARSET = /;\s*charset\s*=\s*([^;\s]*)/i;
 
