@@ -439,6 +439,8 @@ t.test('GET /admin/v1/cluster reports the single member', async (t) => {
     node: 'n1', role: 'leader', term, leader: 'n1', commit_index, applied_index, voters: ['n1'], learners: [], removed: [],
     members: [{ id: 'n1', agent_url: n.node.agentUrl, admin_url: n.node.adminUrl, peer_addr: null, role: 'leader', voter: true, match_index: commit_index, lag: 0, reachable: true }],
   });
+  // It is this member's own view, always: it takes no consistency, nor any other parameter.
+  isError(t, await n.adm('reviewer', 'GET', '/admin/v1/cluster?consistency=local'), 400, { error: 'malformed_request', message: 'GET /admin/v1/cluster takes no query parameters; remove "consistency".' });
 });
 
 t.test('transfer-leadership on a group of one: to itself changes nothing (200), to a stranger is 409', async (t) => {

@@ -239,7 +239,7 @@ export function adminApp(o: AdminOptions): Express {
       })),
     };
   };
-  app.get('/admin/v1/cluster', (_req, res) => sendJson(res, 200, clusterView()));
+  app.get('/admin/v1/cluster', noQuery, (_req, res) => sendJson(res, 200, clusterView()));
   // Membership changes: each one an entry of the log, answered once it is applied here.
   const operator = (res: Response): Principal => {
     const by = res.locals.principal as Principal;
