@@ -171,7 +171,7 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
       return next(new ApiError('http_version_not_supported', `HTTP/${req.httpVersion} is not supported here; send HTTP/1.1.`));
     }
     // HTTP/1.1 requires Host (RFC 9112 §3.2); the listener leaves the refusal to us so that it has a body.
-    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
+    if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
       return next(new ApiError('malformed_request', 'The request has no Host header, which HTTP/1.1 requires.'));
     }
     next();
