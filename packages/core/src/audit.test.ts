@@ -73,3 +73,17 @@ t.test('a line that is not the canonical JSON of its record is refused at its li
   t.match(verifyExport(trailing.join('\n')), { ok: false, line: 1, reason: /^not canonical JSON/ }, 'a trailing space');
   t.match(verifyExport(lines.join('\n')), { ok: true }, 'the faithful lines still verify');
 });
+
+t.test('a line with a field besides entry_hash, index, op and result is refused, in canonical form too', async (t) => {
+  const { lines } = exported();
+  const withExtra = [...lines];
+  const r = JSON.parse(withExtra[2]!) as Record<string, unknown>;
+  withExtra[2] = canonicalJson({ ...r, zzz: 1 });
+  t.match(verifyExport(withExtra.join('\n')), { ok: false, line: 3, reason: /^not a record: "zzz" is not a field of a record/ });
+  const two = [...lines];
+  two[0] = canonicalJson({ ...(JSON.parse(two[0]!) as Record<string, unknown>), a: true, note: 'x' });
+  t.match(verifyExport(two.join('\n')), { ok: false, line: 1, reason: /^not a record: "a", "note" are not fields/ });
+  t.match(verifyExport(`${lines[0]}\n[1,2]`), { ok: false, line: 2, reason: /^not a record: a line is an object/ });
+  t.match(verifyExport('7'), { ok: false, line: 1, reason: /^not a record/ });
+  t.match(verifyExport(lines.join('\n')), { ok: true }, 'the faithful lines still verify');
+});

@@ -22,6 +22,9 @@ export type Verified =
 
 export type LineCheck = { ok: true } | { ok: false; line: number; reason: string };
 
+/** The fields of an exported record, and no others. */
+const RECORD_KEYS = new Set(['entry_hash', 'index', 'op', 'result']);
+
 export class ExportVerifier {
   private readonly store = new MemoryStore();
   /** line is the number of the last line pushed, blank ones included. */
@@ -57,6 +60,11 @@ export class ExportVerifier {
     } catch (err) {
       return `not JSON: ${(err as Error).message}`;
     }
+    if (record === null || typeof record !== 'object' || Array.isArray(record)) return 'not a record: a line is an object {entry_hash, index, op, result}';
+    // Only these four are covered: the chain links the operation and its result, and the
+    // index orders them. Anything else on the line would pass unverified.
+    const extra = Object.keys(record).filter((k) => !RECORD_KEYS.has(k));
+    if (extra.length > 0) return `not a record: ${extra.map((k) => JSON.stringify(k)).join(', ')} ${extra.length === 1 ? 'is not a field' : 'are not fields'} of a record (entry_hash, index, op, result)`;
     const canonical = canonicalJson(record);
     if (canonical !== text) return `not canonical JSON: it differs from the canonical encoding of its record at character ${firstDifference(canonical, text) + 1}`;
     const applied = this.store.meta.applied;
