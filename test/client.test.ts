@@ -3,13 +3,14 @@
 // pin; a 503 is retried with the same transaction id without posting twice, and
 // read back when every retry fails; a 421 is followed to the primary across the
 // configured addresses only; 128-bit values above 2^64 round-trip as bigint; the
-// usage read without an attestation sends no request (the node's own request
-// counter says so); every error code has its class; every admin route answers.
+// usage read without an attestation, and an intent whose agent cannot be known,
+// send no request (the node's own request counter says so); every error code has
+// its class; every admin route answers.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import {
   AdminClient, AgentClient, ApiError, CommitUnavailableError, ERROR_CLASSES, ERROR_CODES, NoAttestationError, NotPrimaryError,
-  PIN_ATTEMPTS_MAX, StalePolicyError, SubstrateRejectedError, TransportError, UnknownTransactionError, attestationSubject, parseJson,
+  PIN_ATTEMPTS_MAX, StalePolicyError, SubstrateRejectedError, TransportError, UnknownTransactionError, UnreadableAttestationError, attestationSubject, parseJson,
 } from '@apl/client';
 import { ExportVerifier } from '@apl/core';
 import { AGENT_A, EVIDENCE, POLICY, TOKENS, bootstrap, startTestNode, testCerts, type TestNode } from './support/node.js';
@@ -82,6 +83,9 @@ t.test('the usage read without an attestation fails locally and sends no request
   await t.rejects(c.getUsage('usage_acme_llm'), NoAttestationError);
   await t.rejects(c.getUsageText('usage_acme_llm'), NoAttestationError);
   await t.rejects(c.submitIntent(purchase()), NoAttestationError);
+  for (const token of ['garbage', 'v4.public.AAAA']) {
+    await t.rejects(c.submitIntent({ ...purchase(), attestation: token }), UnreadableAttestationError, `${token}: no agent given, and none to read`);
+  }
   t.equal(await agentRequests(), before, 'the node answered no request');
   // The same client with an attestation for this call does reach the node.
   const u = await c.getUsage('usage_acme_llm', { attestation: att });

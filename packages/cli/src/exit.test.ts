@@ -1,7 +1,7 @@
 // Proves what apl makes of each failure: the exit code scripts test, and advice
 // that names the next step, for the node's error codes and for apl's own failures.
 import t from 'tap';
-import { ERROR_CLASSES, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorCode } from '@apl/client';
+import { ERROR_CLASSES, NoAttestationError, TransportError, UnexpectedResponseError, UnreadableAttestationError, type ErrorCode } from '@apl/client';
 import { EXIT, MismatchError, UsageError, advising, failure } from './exit.js';
 
 const ctx = { caFile: '/ca.pem', tokensFile: '/tokens.json' };
@@ -49,6 +49,7 @@ t.test('no answer exits 5, a local problem 2, a failed verification 6, a bug 1',
   t.match(failure(new TransportError('https://x', 'EHOSTUNREACH', 'no route'), ctx).hint, /Check the address/);
   t.match(failure(new UnexpectedResponseError(200, 'x', 'not json'), ctx), { exit: EXIT.unavailable, code: 'unexpected_response' });
   t.match(failure(new NoAttestationError('Reading'), ctx), { exit: EXIT.usage, code: 'no_attestation', hint: /APL_ATTESTATION/ });
+  t.match(failure(new UnreadableAttestationError(), ctx), { exit: EXIT.usage, code: 'unreadable_attestation', message: /nothing was sent/, hint: /--agent/ });
   t.match(failure(new UsageError('bad', 'do this'), ctx), { exit: EXIT.usage, hint: 'do this' });
   t.match(failure(new UsageError('bad'), ctx), { exit: EXIT.usage, hint: null });
   t.match(failure(new MismatchError('differs'), ctx), { exit: EXIT.mismatch, message: 'differs' });

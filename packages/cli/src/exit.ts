@@ -12,7 +12,7 @@
  * | 5 | no usable answer: no node at the address, TLS, time-out, or 5xx / 503 after the retries |
  * | 6 | verification failed: the exported log does not check out, or it disagrees with the node's digest |
  */
-import { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorCode } from '@apl/client';
+import { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, UnreadableAttestationError, type ErrorCode } from '@apl/client';
 
 export const EXIT = {
   ok: 0,
@@ -85,6 +85,9 @@ export function failure(err: unknown, ctx: { caFile: string | null; tokensFile: 
   }
   if (err instanceof NoAttestationError) {
     return { exit: EXIT.usage, code: 'no_attestation', message: err.message, hint: 'Give the agent\'s attestation with --attestation or APL_ATTESTATION; `apl agent attest` mints a development one.' };
+  }
+  if (err instanceof UnreadableAttestationError) {
+    return { exit: EXIT.usage, code: 'unreadable_attestation', message: err.message, hint: 'Check the token given with --attestation or APL_ATTESTATION (`apl agent attest` mints a development one), or name the agent with --agent.' };
   }
   if (err instanceof UsageError) return { exit: EXIT.usage, code: 'usage', message: err.message, hint: err.hint ?? null };
   if (err instanceof MismatchError) return { exit: EXIT.mismatch, code: 'mismatch', message: err.message, hint: null };

@@ -21,7 +21,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { call, query, seg } from './call.js';
-import { ApiError, NoAttestationError, TransportError } from './errors.js';
+import { ApiError, NoAttestationError, TransportError, UnreadableAttestationError } from './errors.js';
 import type { components, operations } from './generated/agent-plane.js';
 import { CommitUnavailableError, INT128_PLANS, PolicyPinMismatchError, StalePolicyError } from './generated/contract.js';
 import { assertRuntime, type Plan } from './json.js';
@@ -130,7 +130,7 @@ export class AgentClient {
   async submitIntent(intent: IntentInput): Promise<Submission> {
     const attestation = this.needAttestation('Submitting an intent', intent.attestation);
     const agent = intent.agent ?? this.agent ?? attestationSubject(attestation);
-    if (agent === null) throw new TypeError('the agent URI is not given and the attestation names none (sub)');
+    if (agent === null) throw new UnreadableAttestationError();
     const transaction = intent.transaction ?? newTransactionId();
     let pin = intent.policy ?? (await this.getActivePolicy({ attestation })).id;
     const pins: string[] = [];

@@ -8,6 +8,8 @@
  *   and the body. A code this SDK does not know (a newer node) is a plain `ApiError`.
  * - `NoAttestationError`: refused locally, before any request, because the call
  *   needs an attestation and none is configured.
+ * - `UnreadableAttestationError`: refused locally, before any request, because an
+ *   intent names no agent and its attestation does not say which (no `sub` to read).
  * - `TransportError`: no answer (connection refused, TLS, time-out).
  * - `UnexpectedResponseError`: an answer the contract does not describe.
  *
@@ -50,6 +52,17 @@ export class NoAttestationError extends Error {
   override readonly name = 'NoAttestationError';
   constructor(what: string) {
     super(`${what} needs an attestation, and this client has none: give one as the attestation option (nothing was sent).`);
+  }
+}
+
+/**
+ * An intent without an agent URI whose attestation names none: the envelope's agent
+ * is the attestation's `sub`, and this token is not a PASETO v4.public token with one.
+ */
+export class UnreadableAttestationError extends Error {
+  override readonly name = 'UnreadableAttestationError';
+  constructor() {
+    super('The intent names no agent, and its attestation names none: it is not a PASETO v4.public token with a `sub` claim. Give the agent URI, or the agent\'s attestation (nothing was sent).');
   }
 }
 

@@ -26,7 +26,7 @@ export type {
 } from './admin.js';
 export { PAGE_LIMIT_MAX, pages, type Page, type PageOptions } from './pages.js';
 export type { FeedHeartbeat, FeedOptions, FeedRecord } from './feed.js';
-export { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, type ErrorBodyOf, type ErrorExtras } from './errors.js';
+export { ApiError, NoAttestationError, TransportError, UnreadableAttestationError, UnexpectedResponseError, type ErrorBodyOf, type ErrorExtras } from './errors.js';
 export * from './generated/contract.js';
 export type * as AgentPlane from './generated/agent-plane.js';
 export type * as AdminPlane from './generated/admin-plane.js';
