@@ -141,6 +141,18 @@ t.test('400 malformed_request: a body that is not JSON, or not sent as JSON', as
     const other = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att, { transaction: 'txn_ap_charset' })), headers: { 'content-type': `application/json; charset=${charset}` } });
     isError(t, other, 400, { error: 'malformed_request', message: `The body must be JSON in UTF-8, not ${charset} (Content-Type: application/json; charset=utf-8).` });
   }
+  // The same through a JSON escape: a lone surrogate has no UTF-8 form, and would be
+  // hashed as U+FFFD (\ud800, \udc00 and \ufffd had one justification_hash).
+  for (const escape of ['\\ud800', '\\udc00', 'a\\udbff\\udbffb']) {
+    const lone = JSON.stringify(envelope(att, { transaction: 'txn_ap_lone_surrogate', justification: 'JUSTIFY' })).replace('JUSTIFY', escape);
+    isError(t, await n.api('POST', INTENTS, { raw: lone }), 400, {
+      error: 'malformed_request',
+      message: 'The intent envelope is not valid.',
+      issues: [{ path: 'justification', message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) has no UTF-8 form to hash' }],
+    });
+  }
+  const paired = JSON.stringify(envelope(att, { transaction: 'txn_ap_surrogate_pair', minor: 10, justification: 'JUSTIFY' })).replace('JUSTIFY', '\\ud83d\\ude00');
+  t.equal((await n.api('POST', INTENTS, { raw: paired })).status, 200, 'an escaped pair is one character, and hashes as its UTF-8');
   const utf8 = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att, { transaction: 'txn_ap_charset_utf8', minor: 10 })), headers: { 'content-type': 'application/json; charset=UTF-8' } });
   t.equal(utf8.status, 200, 'charset=UTF-8 is JSON as it should be');
   const afterUtf8 = await digest();

@@ -12,6 +12,13 @@ import {
 import { STATUS } from './errors.js';
 import { MEMBER_ID, MEMBER_ID_PHRASE, MemberAddresses } from './membership.js';
 
+/**
+ * A UTF-16 surrogate without its pair. The justification is hashed as UTF-8, where
+ * such a code unit has no form: it would be hashed as U+FFFD, so that two different
+ * justifications had one hash.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** The intent envelope of POST /api/v1/intents. `agent` is checked apart (422 invalid_agent_uri). */
 export function intentEnvelope(entriesMax: number) {
   return z.strictObject({
@@ -24,7 +31,7 @@ export function intentEnvelope(entriesMax: number) {
     bill_usage: UsageMove.optional(),
     action: Action,
     evidence: z.array(Sha256Hex).max(LIMITS.evidenceCountMax, `at most ${LIMITS.evidenceCountMax} evidence digests per intent`),
-    justification: z.string().max(4096),
+    justification: z.string().max(4096).refine((s) => !LONE_SURROGATE.test(s), 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) has no UTF-8 form to hash'),
     policy: PolicyId,
   });
 }
