@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { maxHeaderSize } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
 import { connect as tlsConnect } from 'node:tls';
+import { gzipSync } from 'node:zlib';
 import { PublicProtocol } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory } from 'paseto/v4/public';
 import { OPENAPI_FILES } from '@apl/node';
@@ -122,6 +123,20 @@ t.test('400 malformed_request: a body that is not JSON, or not sent as JSON', as
   isError(t, text, 400, { error: 'malformed_request', message: 'The body must be JSON (Content-Type: application/json).' });
   const form = await n.api('POST', INTENTS, { raw: 'agent=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   isError(t, form, 400, { error: 'malformed_request', message: 'The body must be JSON (Content-Type: application/json).' });
+
+  // A compressed body is read as its Content-Encoding says; one that does not decode,
+  // or a coding the node does not read, says which.
+  const zipped = await n.api('POST', INTENTS, { raw: gzipSync(JSON.stringify(envelope(att, { transaction: 'txn_ap_gzip', minor: 3 }))), headers: { 'content-encoding': 'gzip' } });
+  t.equal(zipped.status, 200, 'gzip is read');
+  const notZipped = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att)), headers: { 'content-encoding': 'gzip' } });
+  t.equal(notZipped.status, 400);
+  t.match(notZipped.body, { error: 'malformed_request', message: /^The body does not decode as its Content-Encoding \([a-z]+\) says: .+\.$/ });
+  for (const coding of ['deflate', 'br', 'zstd']) {
+    const bad = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att)), headers: { 'content-encoding': coding } });
+    t.match(bad.body, { error: 'malformed_request', message: /^The body does not decode as its Content-Encoding \([a-z]+\) says: .+\.$/ }, coding);
+  }
+  const compress = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att)), headers: { 'content-encoding': 'compress' } });
+  isError(t, compress, 400, { error: 'malformed_request', message: 'The body is sent with Content-Encoding: compress this node does not read; send the JSON as it is (identity).' });
 
   const empty = await n.api('POST', INTENTS, {});
   isError(t, empty, 400, { error: 'malformed_request', message: 'The intent envelope is required.', issues: [{ path: '', message: 'is required' }] });

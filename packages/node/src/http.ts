@@ -198,7 +198,7 @@ function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): R
 /** The last handler: every error becomes `{error, message}`; nothing internal leaks. */
 export function errorHandler(log: Logger): (err: unknown, req: Request, res: Response, next: NextFunction) => void {
   return (err, req, res, _next) => {
-    const e = toApiError(err);
+    const e = toApiError(err, req);
     if (e.body.error === 'internal_error') log.error({ event: 'internal_error', method: req.method, path: req.path, err: (err as Error)?.stack ?? String(err) }, 'unexpected error');
     res.locals.error = e.body.error;
     if (res.headersSent) return;
@@ -206,12 +206,22 @@ export function errorHandler(log: Logger): (err: unknown, req: Request, res: Res
   };
 }
 
-function toApiError(err: unknown): ApiError {
+function toApiError(err: unknown, req: Request): ApiError {
   if (err instanceof ApiError) return err;
   const e = err as { type?: string; status?: number };
   if (e?.type === 'entity.too.large') {
     const limit = (err as { limit?: unknown }).limit;
     return new ApiError('payload_too_large', `The body is larger than the ${typeof limit === 'number' ? `${limit} bytes` : 'size'} this node accepts.`);
+  }
+  if (e?.type === 'encoding.unsupported') {
+    const coding = (err as { encoding?: unknown }).encoding;
+    return new ApiError('malformed_request', `The body is sent with Content-Encoding: ${typeof coding === 'string' ? coding : 'of a kind'} this node does not read; send the JSON as it is (identity).`);
+  }
+  // A body whose bytes do not decode as its Content-Encoding says (the decoder's own
+  // error, marked 400 by the body reader, which read nothing else).
+  const coding = req.headers['content-encoding'];
+  if (e?.status === 400 && e.type === undefined && coding !== undefined && coding.toLowerCase() !== 'identity') {
+    return new ApiError('malformed_request', `The body does not decode as its Content-Encoding (${coding}) says: ${(err as Error).message}.`);
   }
   // The router decodes path parameters and answers a bad escape (`%ZZ`) with a plain
   // URIError marked 400 but not `expose`: it is the client's input, never a 500.
