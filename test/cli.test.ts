@@ -204,6 +204,34 @@ t.test('four eyes: the author may not review, and apl says who may', async (t) =
   t.match(badToken.body.error, { code: 'unauthorized', status: 401, hint: /admin token was refused/ });
 });
 
+t.test('apl admin policy draft sends the bundle of its file whole: a description is kept, a misspelt field refused', async (t) => {
+  const rules = [{ id: 'R-p', modality: 'permission', priority: 1, match: { action: 'a.*' }, basis: 'x' }];
+  const write = (name: string, doc: unknown) => {
+    const file = join(dir, name);
+    writeFileSync(file, JSON.stringify(doc));
+    return file;
+  };
+  const bundle = await apl(['admin', 'policy', 'draft', write('described.json', { description: 'Spending policy v3', rules }), '--id', 'pol_described']);
+  t.equal(bundle.code, EXIT.ok, bundle.stderr);
+  const request = await apl(['admin', 'policy', 'draft', write('request.json', { id: 'pol_described_2', bundle: { description: 'Spending policy v3', rules } })]);
+  t.equal(request.code, EXIT.ok, request.stderr);
+  const a = await json(['admin', 'policy', 'show', 'pol_described']);
+  const b = await json(['admin', 'policy', 'show', 'pol_described_2']);
+  t.equal(a.body.bundle_hash, b.body.bundle_hash, 'the same bundle, as a file of its own or inside a draft request');
+  t.match(JSON.stringify(a.body), /Spending policy v3/, 'the description was sent');
+  const typo = await apl(['admin', 'policy', 'draft', write('typo.json', { id: 'pol_typo', rules, descripton: 'typo' })]);
+  t.equal(typo.code, EXIT.rejected, 'the node refuses the misspelt field');
+  t.match(typo.stderr, /descripton/);
+  const extra = await apl(['admin', 'policy', 'draft', write('extra.json', { id: 'pol_extra', bundle: { rules }, extra: 1 })]);
+  t.equal(extra.code, EXIT.usage);
+  t.match(extra.stderr, /is a draft \{id, bundle\}, which has no "extra"/);
+  const neither = await apl(['admin', 'policy', 'draft', write('neither.json', [1])]);
+  t.equal(neither.code, EXIT.usage);
+  t.match(neither.stderr, /holds no object/);
+  const list = await json(['admin', 'policy', 'list', '--limit', '1000']);
+  t.notOk(list.body.policies.some((p: { id: string }) => p.id === 'pol_typo' || p.id === 'pol_extra'), 'neither was drafted');
+});
+
 t.test('apl log verify checks the export against the node; a tampered export exits 6', async (t) => {
   const live = await apl(['log', 'verify']);
   t.equal(live.code, EXIT.ok, live.stderr);

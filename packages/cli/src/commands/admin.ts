@@ -112,24 +112,42 @@ function usages(): Command {
 }
 
 /** A policy file: `{id, bundle}`, or a bare bundle `{rules}` with --id. */
+/**
+ * The draft a policy file asks for: a draft request `{id, bundle}`, or a bundle
+ * (`{rules, description}`, with its `id` beside them); --id names the policy in place
+ * of the file's id (a file drafted again as a new version). The bundle goes to
+ * the node as the file holds it, so that the node checks every field (a misspelt one
+ * is an error there, never dropped here); a key the file cannot mean is refused.
+ */
 function policyFile(path: string, id: string | undefined): { id: string; bundle: unknown } {
-  let doc: { id?: unknown; bundle?: unknown; rules?: unknown };
+  let doc: unknown;
   try {
-    doc = parseJson(readFile(path, 'policy')) as typeof doc;
+    doc = parseJson(readFile(path, 'policy'));
   } catch (err) {
     if (err instanceof UsageError) throw err;
     throw new UsageError(`The policy file ${path} is not JSON: ${(err as Error).message}.`);
   }
-  const bundle = doc.bundle ?? (doc.rules !== undefined ? { rules: doc.rules } : undefined);
-  const pid = id ?? (typeof doc.id === 'string' ? doc.id : undefined);
-  if (bundle === undefined) throw new UsageError(`The policy file ${path} holds neither {id, bundle} nor a bundle {rules}.`);
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new UsageError(`The policy file ${path} holds no object: {id, bundle}, or a bundle {rules}.`);
+  const { id: fileId, ...rest } = doc as Record<string, unknown>;
+  if (fileId !== undefined && typeof fileId !== 'string') throw new UsageError(`The policy file ${path} has an id that is not a string.`);
+  const pid = id ?? fileId;
+  let bundle: unknown;
+  if ('bundle' in rest) {
+    const extra = Object.keys(rest).filter((k) => k !== 'bundle');
+    if (extra.length > 0) throw new UsageError(`The policy file ${path} is a draft {id, bundle}, which has no ${extra.map((k) => JSON.stringify(k)).join(', ')}: put the policy's fields in its bundle.`);
+    bundle = rest.bundle;
+  } else if ('rules' in rest) {
+    bundle = rest;
+  } else {
+    throw new UsageError(`The policy file ${path} holds neither {id, bundle} nor a bundle {rules}.`);
+  }
   if (pid === undefined) throw new UsageError(`The policy file ${path} names no id: give --id.`);
   return { id: pid, bundle };
 }
 
 function policies(): Command {
   const c = new Command('policy').description('the policy lifecycle: draft (author), review (reviewer), approve (approver), activate');
-  c.command('draft').argument('<file>', '{id, bundle}, or a bundle {rules} with --id').option('--id <id>', 'the policy id')
+  c.command('draft').argument('<file>', '{id, bundle}, or a bundle {rules} with --id').option('--id <id>', 'the policy id (in place of the file\'s)')
     .description('draft a policy (the bundle is checked now)')
     .action(act<{ id?: string }>(async (ctx, [file], o) => {
       const r = await withAdmin(ctx, (a) => a.draftPolicy(policyFile(file!, o.id)));
