@@ -7,9 +7,13 @@
 //   npm run cluster:stop            stop every member started (SIGTERM: a primary hands over first)
 //   npm run cluster -- stop n2      stop only n2
 //   npm run cluster:prepare         only the CA, node certificates (n1..n5) and admin tokens
+//   npm run cluster -- --help       this text
 //
 // Members already running are left alone, so `npm run cluster` after a member was
-// killed brings back that member only.
+// killed brings back that member only. Once a directory's cluster has run, a start
+// without names brings back every member that ever started from it (spares added
+// since included) except those removed from the cluster (a REMOVED file in their
+// data directory), which are never started again.
 //
 // Options: --dir <path> (default .data/cluster) holds the certificates, the tokens,
 // each node's data, logs and the pid file; --port-offset <n> moves every port by n
@@ -30,13 +34,28 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const IDS = ['n1', 'n2', 'n3'];
 /** spare members (deploy/n4.json, n5.json), started only when named. */
 const SPARES = ['n4', 'n5'];
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: { dir: { type: 'string', default: join(REPO, '.data', 'cluster') }, 'port-offset': { type: 'string' }, 'base-port': { type: 'string' } },
-});
-const command = positionals[0] ?? 'start';
-const named = positionals.slice(1);
-for (const id of named) if (![...IDS, ...SPARES].includes(id)) fail(`unknown member ${id}: ${[...IDS, ...SPARES].join(', ')}`);
+const DEFAULT_DIR = join(REPO, '.data', 'cluster');
+let parsed;
+try {
+  parsed = parseArgs({
+    allowPositionals: true,
+    options: { dir: { type: 'string', default: DEFAULT_DIR }, 'port-offset': { type: 'string' }, 'base-port': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+} catch (err) {
+  const unknown = /^Unknown option '([^']+)'/.exec(err.message);
+  fail(`${unknown ? `unknown option ${unknown[1]}: the options are --dir, --port-offset, --base-port and --help` : err.message}; npm run cluster -- --help says more`);
+}
+const { values, positionals } = parsed;
+if (values.help) {
+  console.log(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  process.exit(0);
+}
+const commands = { prepare, start, stop };
+// The command may be left out (npm run cluster is `cluster.mjs`, and `npm run cluster
+// -- start n4` and `npm run cluster -- n4` both start n4).
+const command = positionals[0] in commands ? positionals[0] : 'start';
+const named = positionals[0] in commands ? positionals.slice(1) : positionals;
+for (const id of named) if (![...IDS, ...SPARES].includes(id)) fail(`unknown ${positionals[0] === id ? 'command or member' : 'member'} ${id}: the commands are prepare, start and stop, the members ${[...IDS, ...SPARES].join(', ')}`);
 const dir = resolve(values.dir);
 const pidFile = join(dir, 'pids.json');
 const portsFile = join(dir, 'ports.json');
@@ -44,11 +63,11 @@ const portsFile = join(dir, 'ports.json');
 let ports = { offset: 0 };
 /** the members that ever started from this directory: they restart with cluster_state existing. */
 const startedFile = join(dir, 'started.json');
+/** the membership the cluster last reported: which members a start without names brings back. */
+const membersFile = join(dir, 'members.json');
 const certDir = join(dir, 'certs');
 const tokens = join(dir, 'admin-tokens.json');
 
-const commands = { prepare, start, stop };
-if (!(command in commands)) fail(`unknown command ${command}: prepare, start or stop`);
 await commands[command]();
 
 async function prepare() {
@@ -69,18 +88,16 @@ async function start() {
   const alive = Object.fromEntries(running(previous));
   ports = portLayout();
   await prepare();
-  const ids = named.length > 0 ? named : IDS;
+  const everStarted = existsSync(startedFile) ? JSON.parse(readFileSync(startedFile, 'utf8')) : [];
+  // A member removed from the cluster refuses to serve for ever; it is not started again.
+  const removedNamed = named.filter(removed);
+  if (removedNamed.length > 0) fail(`${removedNamed.join(', ')} ${removedNamed.length === 1 ? 'was' : 'were'} removed from the cluster (REMOVED in ${removedNamed.map((id) => join(dir, id)).join(', ')}) and ${removedNamed.length === 1 ? 'is' : 'are'} not started again; a replacement joins under a new id (docs/operations.md)`);
+  // Without names: the members in force, as a running member says (the log holds them,
+  // not a config file), else as the cluster last said (membersFile); the first time n1..n3.
+  const ids = named.length > 0 ? named : inForce(await currentMembers(alive) ?? lastMembers()) ?? IDS;
   const configs = ids.map((id) => JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')));
-  const local = (list) => list.map((m) => ({
-    ...m,
-    peer_addr: `127.0.0.1:${port(m.id, 'peer', Number(m.peer_addr.split(':').pop()))}`,
-    agent_url: moved(m.agent_url, port(m.id, 'agent', Number(new URL(m.agent_url).port))),
-    admin_url: moved(m.admin_url, port(m.id, 'admin', Number(new URL(m.admin_url).port))),
-  }));
-  const members = local(configs[0].members);
   const pids = { ...alive };
   const started = [];
-  const everStarted = existsSync(startedFile) ? JSON.parse(readFileSync(startedFile, 'utf8')) : [];
   /** where each started member's log began this time, to read only its own lines. */
   const logFrom = {};
   for (const c of configs) {
@@ -119,10 +136,15 @@ async function start() {
   }
   writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
   writeFileSync(portsFile, `${JSON.stringify(ports)}\n`);
-  if (configs.every((c) => c.cluster_state === 'join')) return printJoining(configs.map((c) => local(c.members).find((m) => m.id === c.node_id)));
-  const leader = await electedLeader(members.filter((m) => IDS.includes(m.id) && pids[m.id] !== undefined));
-  const what = started.length === 0 ? 'all three members already run' : `started ${started.join(', ')}`;
-  const lines = ['', `agent-plane ledger: a three-node cluster runs from ${dir} (${what}); the primary is ${leader}.`];
+  const self = (c) => local(c.members).find((m) => m.id === c.node_id);
+  // A spare started for the first time waits to be added: there is no primary to wait for.
+  if (configs.every((c) => c.cluster_state === 'join' && !everStarted.includes(c.node_id))) return printJoining(configs.map(self));
+  const members = Object.keys(pids).filter((id) => !removed(id)).sort().map((id) => self(JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8'))));
+  const primary = await electedLeader(members);
+  const leader = primary.node;
+  writeMembers(primary);
+  const what = started.length === 0 ? `all ${members.length} members already run` : `started ${started.join(', ')}`;
+  const lines = ['', `agent-plane ledger: a cluster of ${members.length} members runs from ${dir} (${what}); the primary is ${leader}.`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
   lines.push(
     `  CA ${join(certDir, 'ca.pem')}   admin tokens ${tokens}`,
@@ -130,14 +152,65 @@ async function start() {
     'Next:',
     `  TOKEN=$(node -p "require('${tokens}')['dev-author'].token")`,
     `  curl --cacert ${join(certDir, 'ca.pem')} -H "Authorization: Bearer $TOKEN" ${members[0].admin_url}/admin/v1/cluster`,
-    '  npm run cluster:stop',
+    `  npm run apl -- ${aplArgs(members)}cluster status`,
+    `  npm run cluster:stop${dirArg()}`,
     '',
   );
   console.log(lines.join('\n'));
 }
 
+/** The membership a running member reports (its GET /admin/v1/cluster), or null when none answers. */
+async function currentMembers(pids) {
+  const ca = existsSync(join(certDir, 'ca.pem')) ? readFileSync(join(certDir, 'ca.pem')) : null;
+  if (ca === null || !existsSync(tokens)) return null;
+  const token = JSON.parse(readFileSync(tokens, 'utf8'))['dev-author'].token;
+  for (const id of Object.keys(pids).filter((x) => !removed(x))) {
+    const config = JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8'));
+    const view = await get(`${local(config.members).find((m) => m.id === id).admin_url}/admin/v1/cluster`, token, ca).catch(() => null);
+    if (view !== null && view.voters.length > 0) return view;
+  }
+  return null;
+}
+
+/** The membership the cluster last reported here (at a start, or before a stop). */
+function lastMembers() {
+  return existsSync(membersFile) ? JSON.parse(readFileSync(membersFile, 'utf8')) : null;
+}
+
+function writeMembers(view) {
+  writeFileSync(membersFile, `${JSON.stringify({ voters: view.voters, learners: view.learners, removed: view.removed })}\n`);
+}
+
+/** The members to start from a reported membership: voters and learners this script has configs for. */
+function inForce(view) {
+  if (view === null) return null;
+  const ids = [...view.voters, ...view.learners].filter((id) => !removed(id) && !view.removed.includes(id));
+  const foreign = ids.filter((id) => ![...IDS, ...SPARES].includes(id));
+  if (foreign.length > 0) console.log(`${foreign.join(', ')} ${foreign.length === 1 ? 'is a member' : 'are members'} with no config in deploy/: start ${foreign.length === 1 ? 'it' : 'them'} by hand`);
+  return ids.filter((id) => !foreign.includes(id)).sort();
+}
+
+/** Whether `id` was removed from the cluster (its node wrote REMOVED in its data directory). */
+function removed(id) {
+  return existsSync(join(dir, id, 'REMOVED'));
+}
+
+/** `--dir <dir> ` for a command the user runs next, when the directory is not the default. */
+function dirArg() {
+  return dir === DEFAULT_DIR ? '' : ` -- --dir ${dir}`;
+}
+
+/** What apl needs to reach this cluster's admin planes, when it is not where apl looks by itself. */
+function aplArgs(members) {
+  const defaults = dir === DEFAULT_DIR && !('base' in ports) && ports.offset === 0;
+  return defaults ? '' : `--data-dir ${dir} --admin-url ${members.map((m) => m.admin_url).join(',')} `;
+}
+
 /** A spare started: what to run next to add it. */
 function printJoining(started) {
+  // apl reaches the members that ran before (the spares' own admin planes cannot add them).
+  const everStarted = existsSync(startedFile) ? JSON.parse(readFileSync(startedFile, 'utf8')) : [];
+  const members = local(JSON.parse(readFileSync(join(REPO, 'deploy', `${started[0].id}.json`), 'utf8')).members).filter((m) => everStarted.includes(m.id) && !started.some((x) => x.id === m.id) && !removed(m.id));
   const lines = [''];
   for (const m of started) {
     lines.push(
@@ -145,8 +218,8 @@ function printJoining(started) {
       `  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`,
       '',
       'Add it as a learner at any member, then promote it once it has caught up:',
-      `  npm run apl -- cluster add ${m.id} ${m.peer_addr} ${m.agent_url} ${m.admin_url}`,
-      `  npm run apl -- cluster promote ${m.id}`,
+      `  npm run apl -- ${aplArgs(members)}cluster add ${m.id} ${m.peer_addr} ${m.agent_url} ${m.admin_url}`,
+      `  npm run apl -- ${aplArgs(members)}cluster promote ${m.id}`,
       '',
     );
   }
@@ -160,6 +233,10 @@ async function stop() {
   }
   const all = JSON.parse(readFileSync(pidFile, 'utf8'));
   const pids = named.length > 0 ? Object.fromEntries(Object.entries(all).filter(([id]) => named.includes(id))) : all;
+  // The membership as it stands, for the next start without names.
+  ports = portLayout();
+  const view = await currentMembers(Object.fromEntries(running(all)));
+  if (view !== null) writeMembers(view);
   for (const [id, pid] of Object.entries(pids)) {
     try {
       process.kill(pid, 'SIGTERM');
@@ -191,8 +268,9 @@ async function listening(id, pid, from) {
 }
 
 /**
- * Waits until the members that answer (a majority of them at least) all name the same
- * primary; prints the logs' tails and exits if none is in 30 s.
+ * Waits until a member says it is the primary and every member that names a primary
+ * names it, a majority of its voters among them (a spare still waiting to be added
+ * names none); prints the logs' tails and exits if none is in 30 s.
  */
 async function electedLeader(members) {
   const token = JSON.parse(readFileSync(tokens, 'utf8'))['dev-author'].token;
@@ -200,12 +278,13 @@ async function electedLeader(members) {
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const views = (await Promise.all(members.map((m) => get(`${m.admin_url}/admin/v1/cluster`, token, ca).catch(() => null)))).filter(Boolean);
-    const leaders = new Set(views.map((v) => v.leader ?? null));
-    if (views.length > members.length / 2 && leaders.size === 1 && !leaders.has(null)) return [...leaders][0];
+    const primary = views.find((v) => v.role === 'leader');
+    const naming = views.filter((v) => v.leader !== null && v.leader !== undefined);
+    if (primary && naming.every((v) => v.leader === primary.node) && naming.filter((v) => primary.voters.includes(v.node)).length > primary.voters.length / 2) return primary;
     await sleep(200);
   }
   for (const m of members) console.error(`--- ${m.id}.log\n${readFileSync(join(dir, `${m.id}.log`), 'utf8').split('\n').slice(-15).join('\n')}`);
-  fail('no primary was elected in 30 s (the logs above say why); npm run cluster:stop stops what started');
+  fail(`no primary was elected in 30 s (the logs above say why); npm run cluster:stop${dirArg()} stops what started`);
 }
 
 function get(url, token, ca) {
@@ -257,6 +336,16 @@ function describe(layout) {
 function port(id, kind, configured) {
   if (!('base' in ports)) return configured + ports.offset;
   return ports.base + 3 * [...IDS, ...SPARES].indexOf(id) + ['agent', 'admin', 'peer'].indexOf(kind);
+}
+
+/** A config's members as they are reached here: every peer at 127.0.0.1, every port placed (port). */
+function local(list) {
+  return list.map((m) => ({
+    ...m,
+    peer_addr: `127.0.0.1:${port(m.id, 'peer', Number(m.peer_addr.split(':').pop()))}`,
+    agent_url: moved(m.agent_url, port(m.id, 'agent', Number(new URL(m.agent_url).port))),
+    admin_url: moved(m.admin_url, port(m.id, 'admin', Number(new URL(m.admin_url).port))),
+  }));
 }
 
 function moved(url, to) {

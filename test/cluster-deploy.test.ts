@@ -98,15 +98,17 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   const script = join(REPO, 'scripts', 'cluster.mjs');
   const args = ['--dir', dir, '--port-offset', String(offset)];
   t.teardown(() => spawnSync(process.execPath, [script, 'stop', ...args]));
-  const out = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
-  t.match(out, /a three-node cluster runs from .* \(started n1, n2, n3\); the primary is n[123]\./, 'it says who the primary is');
+  // No command is start: `npm run cluster` is the script alone, so `npm run cluster -- start n4` reads as it is written.
+  t.match(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).scripts.cluster, /node scripts\/cluster\.mjs$/);
+  const out = execFileSync(process.execPath, [script, ...args], { encoding: 'utf8', timeout: 60_000 });
+  t.match(out, /a cluster of 3 members runs from .* \(started n1, n2, n3\); the primary is n[123]\./, 'it says who the primary is');
   for (const id of IDS) t.match(out, new RegExp(`${id}  agent https://localhost:${configs[id]!.agent_port + offset}`), `it prints ${id}'s addresses`);
   t.match(out, /admin tokens .*admin-tokens\.json/, 'and the admin tokens file');
   const pids = Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>);
   t.equal(pids.length, 3);
   for (const pid of pids) t.ok(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--v8-pool-size=0'), `process ${pid} runs with --v8-pool-size=0`);
   const again = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
-  t.match(again, /all three members already run/, 'a second start leaves the running members alone');
+  t.match(again, /all 3 members already run/, 'a second start leaves the running members alone');
   process.kill(pids[1]!, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
   // Without the option: the directory keeps the ports its cluster started with.
@@ -157,6 +159,56 @@ t.test('npm run cluster --base-port puts every member\'s ports in one window; po
   const spare = execFileSync(process.execPath, [script, 'start', 'n4', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
   t.match(spare, new RegExp(`cluster add n4 127\\.0\\.0\\.1:${base + 11} https://localhost:${base + 9} https://localhost:${base + 10}`), 'a spare started later takes its place in the window');
   execFileSync(process.execPath, [script, 'stop', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
+});
+
+t.test('npm run cluster follows the membership: a member added comes back with the others, one removed stays down', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-members-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const env = { ...process.env };
+  for (const name of ['APL_HOST', 'APL_AGENT_PORT', 'APL_ADMIN_PORT', 'APL_PEER_PORT', 'APL_MEMBERS']) delete env[name];
+  const base = await freeWindow(15);
+  const run = (...args: string[]) => spawnSync(process.execPath, [script, ...args, '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
+  t.teardown(() => run('stop'));
+  t.equal(run('--base-port', String(base)).status, 0);
+  const spare = run('start', 'n4');
+  t.match(spare.stdout, new RegExp(`npm run apl -- --data-dir ${dir} --admin-url https://localhost:${base + 1},https://localhost:${base + 4},https://localhost:${base + 7} cluster add n4 `), 'the command that adds it reaches this cluster');
+  const admin = [1, 4, 7].map((k) => `https://localhost:${base + k}`).join(',');
+  const apl = (...args: string[]) => execFileSync(process.execPath, [join(REPO, 'packages/cli/bin/apl.mjs'), '--data-dir', dir, '--admin-url', admin, ...args], { encoding: 'utf8', timeout: 60_000 });
+  apl('cluster', 'add', 'n4', `127.0.0.1:${base + 11}`, `https://localhost:${base + 9}`, `https://localhost:${base + 10}`);
+  for (let i = 0; ; i++) {
+    try {
+      apl('cluster', 'promote', 'n4');
+      break;
+    } catch (err) {
+      if (i === 50) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  apl('cluster', 'remove', 'n3');
+  // As in the runbook: the removed member is stopped; later another member dies.
+  t.equal(run('stop', 'n3').status, 0);
+  const pids = JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>;
+  process.kill(pids.n2!, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 200));
+  const back = run();
+  t.equal(back.status, 0, back.stderr);
+  t.match(back.stdout, /a cluster of 3 members runs from .* \(started n2\); the primary is n[124]\./, 'the dead member comes back, the removed one does not');
+  t.match(back.stdout, /\n  n4  agent /);
+  t.notMatch(back.stdout, /\n  n3  agent /);
+  t.equal(run('stop').status, 0);
+  t.same(JSON.parse(readFileSync(join(dir, 'members.json'), 'utf8')), { voters: ['n1', 'n2', 'n4'], learners: [], removed: ['n3'] }, 'the membership as it stood when the cluster stopped');
+  const all = run();
+  t.match(all.stdout, /\(started n1, n2, n4\)/, 'a start after a full stop brings back the members in force');
+  const removed = run('start', 'n3');
+  t.equal(removed.status, 1);
+  t.match(removed.stderr, /n3 was removed from the cluster \(REMOVED in .*n3\) and is not started again/);
+  const help = spawnSync(process.execPath, [script, '--help'], { encoding: 'utf8' });
+  t.equal(help.status, 0);
+  t.match(help.stdout, /npm run cluster -- start n4/);
+  const bad = spawnSync(process.execPath, [script, '--bogus'], { encoding: 'utf8' });
+  t.equal(bad.status, 1);
+  t.equal(bad.stderr, 'unknown option --bogus: the options are --dir, --port-offset, --base-port and --help; npm run cluster -- --help says more\n');
 });
 
 /** A window of `size` ports free on 127.0.0.1, below the kernel's ephemeral range. */
