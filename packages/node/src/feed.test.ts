@@ -47,6 +47,7 @@ t.test('a journal that fails half-way ends the stream with internal_error and re
   const s = await serve({
     applied: () => 9,
     onApplied: () => () => undefined,
+    removed: () => false,
     async *journal(from: number) {
       for (const i of [2, 3, 5].filter((i) => i >= from)) yield record(i);
       yield 'not a record at /var/secret/path';
@@ -65,11 +66,41 @@ t.test('a journal that fails half-way ends the stream with internal_error and re
 });
 
 t.test('a node that is stopping refuses new feeds with 503 feed_unavailable', async (t) => {
-  const s = await serve({ applied: () => 0, onApplied: () => () => undefined, journal: async function* () {} });
+  const s = await serve({ applied: () => 0, onApplied: () => () => undefined, removed: () => false, journal: async function* () {} });
   await s.feeds.close();
   const r = await s.read('?from=0');
   t.equal(r.status, 503);
   t.same(r.lines, [{ error: 'feed_unavailable', message: 'The node is shutting down; follow the feed on another replica.' }]);
+  await s.close();
+});
+
+t.test('a member removed from the cluster ends its feeds once everything it applied is sent, and refuses new ones', async (t) => {
+  let applied = 3;
+  let removed = false;
+  const listeners = new Set<() => void>();
+  const s = await serve({
+    applied: () => applied,
+    onApplied: (l) => (listeners.add(l), () => listeners.delete(l)),
+    removed: () => removed,
+    async *journal(from: number) {
+      for (const i of [2, 3, 5].filter((i) => i >= from && i <= applied)) yield record(i);
+    },
+  });
+  const reading = s.read('?from=0');
+  await new Promise((r) => setTimeout(r, 100));
+  // The removal's batch: record 5, and the membership change at 6, which has no record.
+  applied = 6;
+  removed = true;
+  for (const l of listeners) l();
+  const r = await reading;
+  t.same(r.lines, [
+    { heartbeat: true, applied: 3, next: 0 },
+    JSON.parse(record(2)), JSON.parse(record(3)), JSON.parse(record(5)),
+    { error: 'member_removed', message: 'This member was removed from the cluster; its log ends here. Resume from resume_from on another replica.', resume_from: 7 },
+  ], 'the records up to the removal, then the end: not heartbeats for ever');
+  const again = await s.read('?from=0');
+  t.equal(again.status, 503, 'a client moves on to another replica');
+  t.same(again.lines, [{ error: 'feed_unavailable', message: 'This member was removed from the cluster; follow the feed on another replica.' }]);
   await s.close();
 });
 

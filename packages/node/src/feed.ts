@@ -35,6 +35,8 @@ export interface FeedSource {
   journal(from: number): AsyncIterable<string>;
   /** Calls `listener` after each batch of entries is applied; returns the unsubscribe. */
   onApplied(listener: () => void): () => void;
+  /** Whether this member was removed from the cluster: its journal ends at the removal. */
+  removed(): boolean;
 }
 
 export interface FeedLimits {
@@ -45,7 +47,9 @@ export interface FeedLimits {
 }
 
 /** Why a stream ended, for the metric and, unless the consumer left, the final line. */
-type Ending = { error: 'feed_lagging' | 'shutting_down' | 'internal_error'; message: string };
+type Ending = { error: 'feed_lagging' | 'shutting_down' | 'member_removed' | 'internal_error'; message: string };
+
+const REMOVED: Ending = { error: 'member_removed', message: 'This member was removed from the cluster; its log ends here. Resume from resume_from on another replica.' };
 
 /** The feeds of one node: how many run, and stopping them all when the node stops. */
 export class Feeds {
@@ -61,6 +65,8 @@ export class Feeds {
   /** Serves one feed on `res` until the consumer leaves, falls behind, or the node stops. */
   async serve(res: Response, from: number, filter: FeedFilter): Promise<void> {
     if (this.closing) throw unavailable(res, 'The node is shutting down; follow the feed on another replica.');
+    // Its state stops at its removal: a feed here would send heartbeats for ever and nothing more.
+    if (this.source.removed()) throw unavailable(res, 'This member was removed from the cluster; follow the feed on another replica.');
     if (this.streams.size >= this.limits.consumersMax) {
       throw unavailable(res, `This node serves ${this.limits.consumersMax} feeds already (feed.consumers_max); retry later or follow another replica.`);
     }
@@ -156,6 +162,7 @@ class FeedStream {
       while (!this.over) {
         const applied = this.source.applied();
         if (this.cursor <= applied) await this.page(applied);
+        else if (this.source.removed()) this.ending ??= REMOVED; // everything it applied is sent
         else await this.wait('idle', Math.max(0, this.lastWriteAt + this.limits.heartbeatIntervalMs - Date.now()));
         if (!this.over && Date.now() - this.lastWriteAt >= this.limits.heartbeatIntervalMs) await this.heartbeat();
       }

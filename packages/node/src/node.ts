@@ -209,6 +209,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     applied: () => replica.journalIndex,
     journal: (from) => replica.store.journal(from),
     onApplied: (listener) => replica.onApplied(listener),
+    removed: () => replica.removedAt !== null,
   }, { consumersMax: c.feed.consumers_max, heartbeatIntervalMs: c.feed.heartbeat_interval_ms, pageRecordsMax: c.feed.page_records_max, lagMsMax: c.feed.lag_ms_max }, log, metrics);
   const adminTls = c.admin_client_certs ? { ...tlsOptions, ca: readFileSync(tls.ca), requestCert: true, rejectUnauthorized: true } : tlsOptions;
   const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host).catch((err: unknown) => undo(err, agent));

@@ -993,6 +993,11 @@ export class Replica {
   }
 
   /** The index of the last committed entry applied here (no-ops included). */
+  /** The index of the entry that removed this member from the cluster, or null while it is one. */
+  get removedAt(): number | null {
+    return this.removed?.index ?? null;
+  }
+
   get appliedIndex(): number {
     return this.store.position.applied;
   }
