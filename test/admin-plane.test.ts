@@ -215,6 +215,9 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   await refused(t, 'operator', 'DELETE', '/admin/v1/agents/not-a-uri', undefined, 400, invalid('path', [{ path: 'agent_uri', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/bad%20id/review', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>)' }]));
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', { comment: 7 }, 400, invalid('review request', [{ path: 'comment', message: 'must be a string' }]));
+  // A body may be left out; a body of null is not an object, as [] and 7 are not.
+  await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', null, 400, invalid('review request', [{ path: '', message: 'must be an object' }]));
+  await refused(t, 'author', 'POST', '/admin/v1/policies/pol_1/dry-run', null, 400, invalid('dry-run request', [{ path: '', message: 'must be an object' }]));
   await refused(t, 'operator', 'GET', '/admin/v1/accounts/%ZZ', undefined, 400, { error: 'malformed_request', message: 'The request path is not valid percent-encoding.' });
 
   const raw = await n.admin.request('POST', '/admin/v1/policies', { token: TOKENS.author, raw: '{"id":"pol_inf","bundle":{"rules":[],"x":1e400}}' });

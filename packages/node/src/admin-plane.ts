@@ -195,7 +195,7 @@ export function adminApp(o: AdminOptions): Express {
   for (const [step, type] of [['review', 'ReviewPolicy'], ['approve', 'ApprovePolicy'], ['activate', 'ActivatePolicy']] as const) {
     app.post(`/admin/v1/policies/:id/${step}`, ...mutation, async (req, res) => {
       const { id } = parseRequest(PolicyParam, req.params, 'path');
-      const r = parseRequest(LifecycleRequest, req.body ?? {}, `${step} request`);
+      const r = parseRequest(LifecycleRequest, req.body === undefined ? {} : req.body, `${step} request`);
       await mutate(res, { type, id, ...r }, false);
     });
   }
@@ -212,7 +212,7 @@ export function adminApp(o: AdminOptions): Express {
   });
   app.post('/admin/v1/policies/:id/dry-run', ...body, async (req, res) => {
     const { id } = parseRequest(PolicyParam, req.params, 'path');
-    const r = parseRequest(DryRunRequest, req.body ?? {}, 'dry-run request');
+    const r = parseRequest(DryRunRequest, req.body === undefined ? {} : req.body, 'dry-run request');
     await barrier(res, readQuery(req));
     const p = await q.policy(id);
     if (!p) throw new ApiError('unknown_policy', `No policy ${id} exists.`);
