@@ -105,6 +105,11 @@ t.test('integers may be written as JSON integers or strings of digits, up to 128
   t.same(issues({ rules: [rule({ when: [{ left: 'amount', op: 'gt', right: 1e21, currency: 'USD' }] })] }),
     ['rules.0.when.0.right: rule R-x: gt on amount needs an integer (or a string of digits) as right'],
     'a number JSON cannot carry exactly is refused, not rounded');
+  t.equal(right('-340282366920938463463374607431768211455', 'tick'), -((1n << 128n) - 1n), '128 bits below zero too');
+  const wide = 'rules.0.when.0.right: rule R-x: gt on amount needs an integer of at most 128 bits (2^128-1 either way) as right';
+  for (const r of [parseJson('340282366920938463463374607431768211456'), '340282366920938463463374607431768211456', '1'.padEnd(61, '0'), parseJson('1'.padEnd(61, '0'))]) {
+    t.same(issues({ rules: [rule({ when: [{ left: 'amount', op: 'gt', right: r, currency: 'USD' }] })] }), [wide], `${String(r).slice(0, 12)}…: the number and the string alike`);
+  }
 });
 
 t.test('every draft-time mistake names the rule and the field', async (t) => {

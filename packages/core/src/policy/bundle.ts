@@ -251,13 +251,26 @@ function checkConditions(conditions: AuthoredCondition[], base: string, at: At):
   });
 }
 
-const INTEGER_TEXT = /^-?(0|[1-9][0-9]{0,39})$/;
+const INTEGER_TEXT = /^-?(0|[1-9][0-9]*)$/;
+/** The largest magnitude of an integer right side: 128 bits, either way. */
+const INTEGER_MAGNITUDE_MAX = (1n << 128n) - 1n;
+
+/** An integer as JSON or as a string of digits, or null; one of more than 128 bits is `wide`. */
+function readInteger(v: unknown): bigint | 'wide' | null {
+  let n: bigint | null = null;
+  if (typeof v === 'bigint') n = v;
+  else if (typeof v === 'number') n = Number.isSafeInteger(v) ? BigInt(v) : null;
+  else if (typeof v === 'string' && INTEGER_TEXT.test(v)) {
+    if (v.replace('-', '').length > 39) return 'wide'; // 2^128 has 39 digits
+    n = BigInt(v);
+  }
+  if (n === null) return null;
+  return n > INTEGER_MAGNITUDE_MAX || n < -INTEGER_MAGNITUDE_MAX ? 'wide' : n;
+}
 
 function asInteger(v: unknown): bigint | null {
-  if (typeof v === 'bigint') return v;
-  if (typeof v === 'number') return Number.isSafeInteger(v) ? BigInt(v) : null;
-  if (typeof v === 'string' && INTEGER_TEXT.test(v)) return BigInt(v);
-  return null;
+  const n = readInteger(v);
+  return n === 'wide' ? null : n;
 }
 
 function rightProblem(kind: LeftKind, op: Operator, right: unknown): string | null {
@@ -265,6 +278,7 @@ function rightProblem(kind: LeftKind, op: Operator, right: unknown): string | nu
   const list = op === 'in' || op === 'not_in';
   if (list !== Array.isArray(right)) return list ? 'a list as right' : 'a single value as right';
   const items = (Array.isArray(right) ? right : [right]) as unknown[];
+  if (items.some((v) => readInteger(v) === 'wide')) return 'an integer of at most 128 bits (2^128-1 either way) as right';
   const allInts = items.every((v) => asInteger(v) !== null);
   const allStrings = items.every((v) => typeof v === 'string');
   if (op === 'count_gte' || op === 'count_lte') return allInts && asInteger(items[0])! >= 0n ? null : 'a count (an integer, 0 or more) as right';
