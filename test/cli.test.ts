@@ -116,6 +116,7 @@ t.test('every admin route has its command', async (t) => {
     [['--as', 'dev-reviewer', 'admin', 'policy', 'review', 'pol_cli', '--comment', 'reads well'], /pol_cli is reviewed/],
     [['--as', 'dev-approver', 'admin', 'policy', 'approve', 'pol_cli'], /pol_cli is approved/],
     [['admin', 'policy', 'dry-run', 'pol_cli', '--limit', '10'], /pol_cli: \d+ judged, \d+ unchanged, 0 would change/],
+    [['admin', 'policy', 'dry-run', 'pol_cli', '--limit', '1'], /pol_cli: 1 judged, 1 unchanged, 0 would change\n[^]*more: older intents are judged with --before \d+\n$/],
     [['admin', 'policy', 'show', 'pol_cli'], /history:[^]*review\s+dev-reviewer\s+\d+\s+reads well/],
     [['admin', 'policy', 'activate', 'pol_cli'], /pol_cli is active/],
     [['admin', 'policy', 'list'], /active: pol_cli\npolicy\s+state[^]*pol_2026_11\s+superseded/],
@@ -186,6 +187,18 @@ t.test('list commands page: --limit and --after read one page and say how to rea
     const r = await apl(['admin', 'party', 'list', '--limit', bad]);
     t.equal(r.code, EXIT.usage);
     t.equal(r.stderr, `apl: --limit must be an integer from 1 to 1000, not "${bad}".\n`);
+  }
+  // The dry run pages back through the recorded intents.
+  const newest = await json(['admin', 'policy', 'dry-run', 'pol_2026_11', '--limit', '1']);
+  t.type(newest.body.next_before, 'number');
+  const older = await json(['admin', 'policy', 'dry-run', 'pol_2026_11', '--limit', '1', '--before', String(newest.body.next_before)]);
+  t.equal(older.code, EXIT.ok, older.stderr);
+  t.equal(older.body.evaluated, 1);
+  t.ok(older.body.next_before === null || older.body.next_before < newest.body.next_before, 'further back');
+  for (const [flag, bad, says] of [['--before', '0', '--before must be a log index (an integer from 1), not "0".'], ['--limit', '1001', '--limit must be an integer from 1 to 1000, not "1001".']] as const) {
+    const r = await apl(['admin', 'policy', 'dry-run', 'pol_2026_11', flag, bad]);
+    t.equal(r.code, EXIT.usage);
+    t.equal(r.stderr, `apl: ${says}\n`);
   }
   const unknownCursor = await apl(['admin', 'party', 'list', '--after', 'party_zzz']);
   t.equal(unknownCursor.code, EXIT.ok, 'a cursor past the end is an empty last page');

@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { parseJson, type AdminClient } from '@apl/client';
+import { PAGE_LIMIT_MAX, parseJson, type AdminClient } from '@apl/client';
 import { act, type Ctx } from '../context.js';
 import { UsageError } from '../exit.js';
 import { fields, table } from '../output.js';
@@ -173,13 +173,17 @@ function policies(): Command {
         ctx.out.result(r, () => `${r.id} is ${r.state}`);
       }));
   }
-  c.command('dry-run').argument('<id>').option('--limit <n>', 'how many of the last recorded intents to judge', '100')
+  c.command('dry-run').argument('<id>').option('--limit <n>', `how many of the last recorded intents to judge: 1 to ${PAGE_LIMIT_MAX}`, '100')
+    .option('--before <index>', 'judge the intents recorded before this log index (the --before a report ends with)')
     .description('judge the last recorded intents under this policy, read-only: which verdicts would change')
-    .action(act<{ limit: string }>(async (ctx, [id], o) => {
-      const limit = Number(o.limit);
-      if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit ${o.limit}: expected a positive integer.`);
-      const r = await withAdmin(ctx, (a) => a.dryRunPolicy(id!, { limit }));
-      ctx.out.result(r, () => `${r.policy}: ${r.evaluated} judged, ${r.unchanged} unchanged, ${r.changed.length} would change\n${table(r.changed, [['transaction', 'transaction'], ['recorded', 'recorded'], ['would_be', 'would be'], ['winning_rule', 'rule'], ['basis', 'basis']])}`);
+    .action(act<{ limit: string; before?: string }>(async (ctx, [id], o) => {
+      const limit = /^[0-9]+$/.test(o.limit) ? Number(o.limit) : NaN;
+      if (!(limit >= 1 && limit <= PAGE_LIMIT_MAX)) throw new UsageError(`--limit must be an integer from 1 to ${PAGE_LIMIT_MAX}, not "${o.limit}".`);
+      const before = o.before === undefined ? undefined : /^[0-9]+$/.test(o.before) ? Number(o.before) : NaN;
+      if (before !== undefined && !(before >= 1 && Number.isSafeInteger(before))) throw new UsageError(`--before must be a log index (an integer from 1), not "${o.before}".`);
+      const r = await withAdmin(ctx, (a) => a.dryRunPolicy(id!, { limit, ...(before !== undefined ? { before } : {}) }));
+      const older = r.next_before === null ? '' : `\nmore: older intents are judged with --before ${r.next_before}`;
+      ctx.out.result(r, () => `${r.policy}: ${r.evaluated} judged, ${r.unchanged} unchanged, ${r.changed.length} would change\n${table(r.changed, [['transaction', 'transaction'], ['recorded', 'recorded'], ['would_be', 'would be'], ['winning_rule', 'rule'], ['basis', 'basis']])}${older}`);
     }));
   return c;
 }
