@@ -74,6 +74,21 @@ t.test('submit and read as the agent, with --json parsed back', async (t) => {
   t.match(flags.body, { verdict: 'Permitted', provenance: { obligations_discharged: ['obl_txn_01JD7Y3K_O-receipt'] } }, 'an intent from flags alone');
 });
 
+t.test('an address that is not an https URL is a usage error naming its flag, not a bug', async (t) => {
+  for (const [args, env, says] of [
+    [['--admin-url', 'http://127.0.0.1:9443', 'admin', 'party', 'list'], {}, 'apl: --admin-url (APL_ADMIN_URL): http://127.0.0.1:9443 is not https; the ledger is reached over https only.'],
+    [['--admin-url', 'notaurl', 'log', 'digest'], {}, 'apl: --admin-url (APL_ADMIN_URL): "notaurl" is not a URL.'],
+    [['admin', 'party', 'list'], { APL_ADMIN_URL: 'ftp://x' }, 'apl: --admin-url (APL_ADMIN_URL): ftp://x is not https; the ledger is reached over https only.'],
+    [['--agent-url', 'http://127.0.0.1:8443', 'agent', 'policy'], { APL_ATTESTATION: 'v4.public.x' }, 'apl: --agent-url (APL_AGENT_URL): http://127.0.0.1:8443 is not https; the ledger is reached over https only.'],
+    [['--admin-url', ' , ', 'log', 'digest'], {}, 'apl: --admin-url (APL_ADMIN_URL) names no address.'],
+  ] as const) {
+    const r = await apl([...args], { ...env });
+    t.equal(r.code, EXIT.usage, args.join(' '));
+    t.equal(r.stderr.split('\n')[0], says);
+    t.notMatch(r.stderr, /a bug|at .*\.js:/, 'no stack trace');
+  }
+});
+
 t.test('a refusal exits 3, a refused request 4 with its code, a missing attestation 2', async (t) => {
   const env = { APL_ATTESTATION: attestation };
   const forbidden = await apl(['agent', 'submit', '--file', 'docs/examples/intent.json', '--transaction', 'txn_01JD7Y4Q', '--debit', 'acc_acme_cash:700000:USD', '--credit', 'acc_merchant_books:700000:USD'], env);

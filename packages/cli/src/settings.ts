@@ -50,8 +50,21 @@ export class Settings {
   get issuerDir(): string {
     return join(this.dataDir, 'issuer');
   }
+  /** The plane's addresses; one that is not an https URL is a usage error, naming the flag. */
   urls(plane: 'agent' | 'admin'): string[] {
-    return (plane === 'agent' ? this.o.agentUrl : this.o.adminUrl).split(',').map((u) => u.trim()).filter(Boolean);
+    const flag = plane === 'agent' ? '--agent-url (APL_AGENT_URL)' : '--admin-url (APL_ADMIN_URL)';
+    const urls = (plane === 'agent' ? this.o.agentUrl : this.o.adminUrl).split(',').map((u) => u.trim()).filter(Boolean);
+    if (urls.length === 0) throw new UsageError(`${flag} names no address.`, `Give the ${plane} plane's https address, or several separated by commas.`);
+    for (const u of urls) {
+      let url: URL;
+      try {
+        url = new URL(u);
+      } catch {
+        throw new UsageError(`${flag}: "${u}" is not a URL.`, `Give the ${plane} plane's address as https://<host>:<port>.`);
+      }
+      if (url.protocol !== 'https:') throw new UsageError(`${flag}: ${u} is not https; the ledger is reached over https only.`, `Give the ${plane} plane's address as https://<host>:<port>.`);
+    }
+    return urls;
   }
 
   private ca(): Buffer | undefined {
