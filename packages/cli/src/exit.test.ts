@@ -11,7 +11,7 @@ t.test('the node\'s refusals exit 4 with advice; 503 and 421 exit 5', async (t) 
   const cases: [ErrorCode, number, RegExp | null][] = [
     ['unauthorized', 401, /\/tokens\.json/], ['forbidden', 403, /--as <name>/], ['unknown_agent', 401, /apl admin agent bind/],
     ['attestation', 403, /apl agent attest/], ['capability_mapping', 422, /--cap/], ['no_active_policy', 409, /apl dev init/],
-    ['unknown_policy', 404, /apl admin policy list/], ['already_exists', 409, /list/], ['invalid_transition', 409, /apl admin policy show/],
+    ['unknown_policy', 404, /apl admin policy list/], ['already_exists', 409, /^It exists already; nothing was changed\.$/], ['invalid_transition', 409, /apl admin policy show/],
     ['unknown_account', 404, /attested party/], ['substrate_rejected', 422, /Nothing was recorded/], ['payload_too_large', 413, null],
   ];
   for (const [code, status, hint] of cases) {
@@ -28,6 +28,14 @@ t.test('the node\'s refusals exit 4 with advice; 503 and 421 exit 5', async (t) 
   t.same([failure(api('commit_unavailable', 503), ctx).exit, failure(api('not_primary', 421), ctx).exit], [EXIT.unavailable, EXIT.unavailable]);
   t.match(failure(api('not_primary', 421), ctx).hint, /every replica/);
   t.match(failure(api('commit_unavailable', 503), ctx).hint, /same --transaction/);
+  // The command that shows what exists: one that there is, for each kind.
+  const exists = (message: string, id: string) => failure(new ERROR_CLASSES.already_exists(409, { error: 'already_exists', message, id } as never), ctx).hint;
+  t.equal(exists('Account acc_cli already exists.', 'acc_cli'), 'It exists already; nothing was changed. apl admin account show acc_cli shows it.');
+  t.equal(exists('Usage balance usage_cli already exists.', 'usage_cli'), 'It exists already; nothing was changed. apl admin usage show usage_cli shows it.');
+  t.match(exists('Party p already exists.', 'p'), /apl admin party list shows it/);
+  t.match(exists('Trust root i already exists.', 'i'), /apl admin trust-root list shows it/);
+  t.match(exists('Agent binding agent://a.example/agent/x already exists.', 'agent://a.example/agent/x'), /apl admin agent list shows it/);
+  t.match(exists('Policy pol_1 already exists.', 'pol_1'), /apl admin policy show pol_1 shows it/);
 });
 
 t.test('a command\'s own advice replaces the general one for the codes it names, and only those', async (t) => {

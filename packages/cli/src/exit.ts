@@ -106,6 +106,22 @@ function transportHint(err: TransportError, ctx: { caFile: string | null }): str
   return 'Check the address and that the node is up.';
 }
 
+/** Where to see what exists already: the command that shows it, by the kind the message names. */
+function existsHint(err: ApiError): string {
+  const given = (err.body as { id?: unknown }).id;
+  const id = typeof given === 'string' ? given : '<id>';
+  const shows: [RegExp, string][] = [
+    [/^Trust root /, 'apl admin trust-root list'],
+    [/^Party /, 'apl admin party list'],
+    [/^Agent binding /, 'apl admin agent list'],
+    [/^Account /, `apl admin account show ${id}`],
+    [/^Usage balance /, `apl admin usage show ${id}`],
+    [/^Policy /, `apl admin policy show ${id}`],
+  ];
+  const command = shows.find(([re]) => re.test(err.message))?.[1];
+  return command === undefined ? 'It exists already; nothing was changed.' : `It exists already; nothing was changed. ${command} shows it.`;
+}
+
 function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
   const issues = (err.body as { issues?: { path: string; message: string }[] }).issues;
   switch (err.code) {
@@ -128,7 +144,7 @@ function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
     case 'substrate_rejected':
       return 'Nothing was recorded: the whole intent, legs included, is refused. Correct it and submit again.';
     case 'already_exists':
-      return 'It exists already: the list commands show what is there (apl admin <what> list).';
+      return existsHint(err);
     case 'commit_unavailable':
       return 'The commit could not be confirmed and the intent may have landed: submit again with the same --transaction, or read it with apl agent tx <id>.';
     case 'not_primary':
