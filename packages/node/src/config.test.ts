@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ConfigError, envName, loadConfig, tlsFiles } from './config.js';
+import { loadPrincipals } from './devsetup.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'apl-config-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -132,4 +133,15 @@ t.test('relative paths from a variable resolve against the working directory, fi
   const bare = loadConfig({ env: { APL_DATA_DIR: 'rel/data', APL_TLS_KEY: 'k.pem' } });
   t.equal(bare.data_dir, resolve('rel/data'));
   t.equal(bare.tls.key, resolve('k.pem'));
+});
+
+t.test('admin principals: a name configured twice, or one token for two principals, is refused at start', async (t) => {
+  const hash = 'a'.repeat(64);
+  const principals = (list: { name: string; roles: string[]; token_sha256: string }[]) => loadConfig({ env: { APL_ADMIN_PRINCIPALS: JSON.stringify(list), APL_DATA_DIR: join(dir, 'principals') } });
+  const twoNames = principals([{ name: 'x', roles: ['author'], token_sha256: hash }, { name: 'y', roles: ['reviewer'], token_sha256: hash }]);
+  t.equal(refusal(t, () => loadPrincipals(twoNames)), `admin principals x and y have the same token (token_sha256 ${hash}); give each its own`);
+  const twice = principals([{ name: 'x', roles: ['author'], token_sha256: hash }, { name: 'x', roles: ['reviewer'], token_sha256: 'b'.repeat(64) }]);
+  t.equal(refusal(t, () => loadPrincipals(twice)), 'admin principal x is configured twice');
+  const fine = principals([{ name: 'x', roles: ['author'], token_sha256: hash }, { name: 'y', roles: ['reviewer'], token_sha256: 'b'.repeat(64) }]);
+  t.same(loadPrincipals(fine).map((p) => p.name), ['x', 'y']);
 });

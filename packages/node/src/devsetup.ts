@@ -66,9 +66,14 @@ export function loadPrincipals(c: Config): AdminPrincipal[] {
     }
   }
   const names = new Set<string>();
+  // A token names one principal: with two, one of them could never act.
+  const byToken = new Map<string, string>();
   for (const p of principals) {
     if (names.has(p.name)) throw new ConfigError(`admin principal ${p.name} is configured twice`);
     names.add(p.name);
+    const other = byToken.get(p.token_sha256);
+    if (other !== undefined) throw new ConfigError(`admin principals ${other} and ${p.name} have the same token (token_sha256 ${p.token_sha256}); give each its own`);
+    byToken.set(p.token_sha256, p.name);
   }
   return principals;
 }
