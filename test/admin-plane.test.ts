@@ -471,8 +471,22 @@ t.test('membership changes on a group of one: refused with the reason, and bad i
   await refused(t, 'operator', 'POST', '/admin/v1/cluster/members', { id: 'N 2', peer_addr: 'nowhere', agent_url: 'x' }, 400, {
     error: 'malformed_request', message: 'The member request is not valid.', issues: [
       { path: 'id', message: 'must be a node id (lowercase letters, digits and -, at most 32)' },
-      { path: 'peer_addr', message: 'must be host:port' },
-      { path: 'agent_url', message: 'Invalid URL' },
+      { path: 'peer_addr', message: 'must be host:port, the port from 1 to 65535' },
+      { path: 'agent_url', message: 'must be an https URL (https://<host>:<port>): the planes speak https only' },
+    ],
+  });
+  // Addresses that can never be reached: the id would be spent on them for good.
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members', { id: 'n7', peer_addr: '127.0.0.1:99999', agent_url: 'ftp://x', admin_url: 'http://127.0.0.1:9447' }, 400, {
+    error: 'malformed_request', message: 'The member request is not valid.', issues: [
+      { path: 'peer_addr', message: 'must be host:port, the port from 1 to 65535' },
+      { path: 'agent_url', message: 'must be an https URL (https://<host>:<port>): the planes speak https only' },
+      { path: 'admin_url', message: 'must be an https URL (https://<host>:<port>): the planes speak https only' },
+    ],
+  });
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/members', { id: 'n7', peer_addr: 'h:0', agent_url: 'https://h:8447?x=1' }, 400, {
+    error: 'malformed_request', message: 'The member request is not valid.', issues: [
+      { path: 'peer_addr', message: 'must be host:port, the port from 1 to 65535' },
+      { path: 'agent_url', message: 'must be an https URL (https://<host>:<port>): the planes speak https only' },
     ],
   });
   await refused(t, 'operator', 'POST', '/admin/v1/cluster/members/n7/promote', undefined, 404, {

@@ -159,7 +159,7 @@ t.test('every admin route has its command', async (t) => {
   t.match(remove.stderr, /n7 is not a member of the cluster/);
   const bad = await apl(['cluster', 'add', 'N 2', 'nowhere', 'https://127.0.0.1:8444']);
   t.equal(bad.code, EXIT.rejected);
-  t.match(bad.stderr, /peer_addr: must be host:port/);
+  t.match(bad.stderr, /peer_addr: must be host:port, the port from 1 to 65535/);
   const missing = await apl(['cluster', 'add', 'n2']);
   t.equal(missing.code, EXIT.usage, 'the addresses are required');
 });

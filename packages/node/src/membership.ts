@@ -23,14 +23,35 @@ export const PROMOTE_LAG_ENTRIES_MAX = 1000;
 export const MEMBER_ID = /^[a-z0-9][a-z0-9-]{0,31}$/;
 export const MEMBER_ID_PHRASE = 'must be a node id (lowercase letters, digits and -, at most 32)';
 
+const PEER_ADDR_PHRASE = 'must be host:port, the port from 1 to 65535';
+const HTTPS_URL_PHRASE = 'must be an https URL (https://<host>:<port>): the planes speak https only';
+
+/**
+ * A plane's base URL. A member's addresses stay in the replicated configuration for
+ * good, and its id is never used again, so one that can never be reached is refused.
+ */
+function httpsUrl() {
+  return z.string().refine((u) => {
+    try {
+      const url = new URL(u);
+      return url.protocol === 'https:' && url.hostname !== '' && url.username === '' && url.password === '' && url.search === '' && url.hash === '';
+    } catch {
+      return false;
+    }
+  }, HTTPS_URL_PHRASE).meta({ format: 'uri', pattern: '^https://' });
+}
+
 /** A member's addresses, as its configuration entry and the admin request name them. */
 export const MemberAddresses = z.strictObject({
   /** host:port of its peer-mesh listener; its certificate names its id. */
-  peer_addr: z.string().regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port'),
+  peer_addr: z.string().regex(/^[^\s:]+:\d{1,5}$/, { message: PEER_ADDR_PHRASE, abort: true }).refine((a) => {
+    const port = Number(a.slice(a.lastIndexOf(':') + 1));
+    return port >= 1 && port <= 65_535;
+  }, PEER_ADDR_PHRASE).meta({ description: 'host:port of the member\'s peer-mesh listener, the port from 1 to 65535.' }),
   /** its agent-plane base URL, answered in 421 not_primary. */
-  agent_url: z.string().url(),
+  agent_url: httpsUrl(),
   /** its admin-plane base URL, shown by GET /admin/v1/cluster. */
-  admin_url: z.string().url().optional(),
+  admin_url: httpsUrl().optional(),
 });
 export type MemberAddresses = z.infer<typeof MemberAddresses>;
 

@@ -570,6 +570,7 @@ export type components = {
             agent_url: string;
             /** @description The new member's node id; its peer certificate must name it (CN and DNS SAN). */
             id: string;
+            /** @description host:port of the member's peer-mesh listener, the port from 1 to 65535. */
             peer_addr: string;
         };
         MembershipChange: {
