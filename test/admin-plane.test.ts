@@ -194,12 +194,12 @@ t.test('400 invalid_policy: a bad bundle is refused at drafting with each issue'
 
 t.test('400 malformed_request: bodies and path parameters are held to the log\'s schemas; the node keeps serving', async (t) => {
   const invalid = (what: string, issues: { path: string; message: string }[]) => ({ error: 'malformed_request', message: `The ${what} is not valid.`, issues });
-  await refused(t, 'operator', 'POST', '/admin/v1/parties', { id: 'party acme' }, 400, invalid('party', [{ path: 'id', message: 'must be a party id (<id>)' }]));
+  await refused(t, 'operator', 'POST', '/admin/v1/parties', { id: 'party acme' }, 400, invalid('party', [{ path: 'id', message: 'must be a party id (<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
   // Reads hold their path to the same schemas as the writes that create what they read.
-  await refused(t, 'operator', 'GET', '/admin/v1/usages/nope', undefined, 400, invalid('path', [{ path: 'id', message: 'must be a usage-balance id (usage_<id>)' }]));
-  await refused(t, 'operator', 'GET', '/admin/v1/accounts/%00', undefined, 400, invalid('path', [{ path: 'id', message: 'must be an account id (acc_<id>)' }]));
-  await refused(t, 'operator', 'GET', '/admin/v1/policies/bad%20id', undefined, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>)' }]));
-  await refused(t, 'operator', 'POST', '/admin/v1/policies/bad%20id/dry-run', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>)' }]));
+  await refused(t, 'operator', 'GET', '/admin/v1/usages/nope', undefined, 400, invalid('path', [{ path: 'id', message: 'must be a usage-balance id (usage_<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
+  await refused(t, 'operator', 'GET', '/admin/v1/accounts/%00', undefined, 400, invalid('path', [{ path: 'id', message: 'must be an account id (acc_<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
+  await refused(t, 'operator', 'GET', '/admin/v1/policies/bad%20id', undefined, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
+  await refused(t, 'operator', 'POST', '/admin/v1/policies/bad%20id/dry-run', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
   const host = new URL(n.node.adminUrl).host;
   const twice = await getText('/admin/v1/parties', TOKENS.operator, ['host', host, 'authorization', `Bearer ${TOKENS.operator}`, 'authorization', 'Bearer not-a-token']);
   t.equal(twice.status, 400, 'Authorization sent twice: which one was meant is a guess');
@@ -213,7 +213,7 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   await refused(t, 'operator', 'POST', '/admin/v1/usages', { id: 'usage_x', currency: 'usd' }, 400, invalid('usage balance', [{ path: 'currency', message: 'must be a currency code (e.g. USD)' }]));
   await refused(t, 'operator', 'DELETE', '/admin/v1/trust-roots/bad%20issuer', undefined, 400, invalid('path', [{ path: 'issuer', message: 'must be an issuer name (letters, digits, _ . : -)' }]));
   await refused(t, 'operator', 'DELETE', '/admin/v1/agents/not-a-uri', undefined, 400, invalid('path', [{ path: 'agent_uri', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));
-  await refused(t, 'reviewer', 'POST', '/admin/v1/policies/bad%20id/review', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>)' }]));
+  await refused(t, 'reviewer', 'POST', '/admin/v1/policies/bad%20id/review', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', { comment: 7 }, 400, invalid('review request', [{ path: 'comment', message: 'must be a string' }]));
   // A body may be left out; a body of null is not an object, as [] and 7 are not.
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', null, 400, invalid('review request', [{ path: '', message: 'must be an object' }]));
@@ -453,6 +453,9 @@ t.test('transfer-leadership on a group of one: to itself changes nothing (200), 
   await refused(t, 'operator', 'POST', '/admin/v1/cluster/transfer-leadership', { to: 'n9' }, 409, { error: 'invalid_transition', message: 'n9 is not a voter of the group (voters: n1).', id: 'n9' });
   await refused(t, 'operator', 'POST', '/admin/v1/cluster/transfer-leadership', { to: '' }, 400, {
     error: 'malformed_request', message: 'The transfer request is not valid.', issues: [{ path: 'to', message: 'must be a member id' }],
+  });
+  await refused(t, 'operator', 'POST', '/admin/v1/cluster/transfer-leadership', {}, 400, {
+    error: 'malformed_request', message: 'The transfer request is not valid.', issues: [{ path: 'to', message: 'is required' }],
   });
   const cluster = await n.adm('operator', 'GET', '/admin/v1/cluster');
   t.equal(cluster.body.role, 'leader', 'still the primary');

@@ -193,7 +193,7 @@ t.test('400 malformed_request: schema failures list each problem with its dotted
   await malformed(t, envelope(att, { entries: legs('129900') }), [{ path: 'entries.0.amount.minor', message: 'must be a positive integer below 2^127' }]);
   await malformed(t, envelope(att, { entries: legs(1n << 127n) }), [{ path: 'entries.0.amount.minor', message: 'must be a positive integer below 2^127' }]);
   await malformed(t, envelope(att, { entries: [{ account: 'cash', side: 'Left', amount: { minor: 1, currency: 'usd' } }] }), [
-    { path: 'entries.0.account', message: 'must be an account id (acc_<id>)' },
+    { path: 'entries.0.account', message: 'must be an account id (acc_<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' },
     { path: 'entries.0.side', message: 'must be Debit or Credit' },
     { path: 'entries.0.amount.currency', message: 'must be a currency code (e.g. USD)' },
   ]);
@@ -206,7 +206,7 @@ t.test('400 malformed_request: schema failures list each problem with its dotted
     { path: 'evidence', message: 'is required' },
     { path: '', message: 'unknown field "extra"' },
   ]);
-  await malformed(t, envelope(att, { transaction: 'tx-1' }), [{ path: 'transaction', message: 'must be a transaction id (txn_<id>)' }]);
+  await malformed(t, envelope(att, { transaction: 'tx-1' }), [{ path: 'transaction', message: 'must be a transaction id (txn_<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]);
   await malformed(t, envelope(att, { agent: 42 }), [{ path: 'agent', message: 'must be a string' }]);
   await malformed(t, envelope(att, { action: { action: 'Purchase Book', bindings: { merchant: 1.5 } } }), [
     { path: 'action.action', message: 'must be an action name (dotted lowercase words, e.g. purchase.book)' },
@@ -222,7 +222,7 @@ t.test('400 malformed_request: a usage move sent as null, and usage deltas out o
   await malformed(t, usageEnvelope({ meter_usage: move('usage_acme_llm', -(1n << 127n) - 1n) }), [
     { path: 'meter_usage.amount.minor', message: 'must be an integer from -2^127 to 2^127-1' },
   ]);
-  await malformed(t, usageEnvelope({ bill_usage: move('acc_acme_cash', 1) }), [{ path: 'bill_usage.usage', message: 'must be a usage-balance id (usage_<id>)' }]);
+  await malformed(t, usageEnvelope({ bill_usage: move('acc_acme_cash', 1) }), [{ path: 'bill_usage.usage', message: 'must be a usage-balance id (usage_<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]);
 });
 
 t.test('400 malformed_request: evidence must be lowercase-hex SHA-256 digests', async (t) => {
@@ -461,10 +461,10 @@ t.test('400 invalid_usage_id: a path segment that is not a usage-balance id', as
 
 t.test('malformed ids on the other reads are 400 with the parameter named', async (t) => {
   isError(t, await n.api('GET', '/api/v1/transactions/tx-1', { token: att }), 400, {
-    error: 'malformed_request', message: 'The transaction id is not valid.', issues: [{ path: 'txn_id', message: 'must be a transaction id (txn_<id>)' }],
+    error: 'malformed_request', message: 'The transaction id is not valid.', issues: [{ path: 'txn_id', message: 'must be a transaction id (txn_<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }],
   });
   isError(t, await n.api('GET', '/api/v1/accounts/cash/balance', { token: att }), 400, {
-    error: 'malformed_request', message: 'The account id is not valid.', issues: [{ path: 'id', message: 'must be an account id (acc_<id>)' }],
+    error: 'malformed_request', message: 'The account id is not valid.', issues: [{ path: 'id', message: 'must be an account id (acc_<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }],
   });
 });
 

@@ -66,9 +66,12 @@ export function intIn(lo: number, hi: number, phrase = `an integer from ${lo} to
     .meta({ type: 'integer', minimum: lo, maximum: hi });
 }
 
+/** What an id may hold, as the refusals of a bad one say it. */
+const idForm = `a letter or digit, then letters, digits and _ . : -, ${LIMITS.idLengthMax} characters at most`;
+
 function idOf(prefix: string, what: string) {
   const re = new RegExp(`^${prefix}[A-Za-z0-9][A-Za-z0-9_.:-]{0,${LIMITS.idLengthMax - prefix.length - 1}}$`);
-  return z.string(must(what)).regex(re, `must be ${what} (${prefix}<id>)`);
+  return z.string(must(what)).regex(re, `must be ${what} (${prefix}<id>; ${idForm})`);
 }
 
 export const TransactionId = idOf('txn_', 'a transaction id');
@@ -151,7 +154,7 @@ export const Bindings = z.preprocess(
 export const Action = z.strictObject({ action: ActionName, bindings: Bindings });
 export type Action = z.output<typeof Action>;
 
-export const Comment = z.string().max(LIMITS.commentLengthMax);
+export const Comment = z.string().max(LIMITS.commentLengthMax, `must be at most ${LIMITS.commentLengthMax} characters`);
 
 /** A counter value as stored: 0..2^128-1. */
 export const Counter = bigIntIn(0n, COUNTER_MAX, 'an integer from 0 to 2^128-1');

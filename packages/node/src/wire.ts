@@ -183,7 +183,7 @@ export const DryRunReport = z.strictObject({
   changed: z.array(z.strictObject({ transaction: z.string(), party: z.string(), recorded: Verdict, would_be: Verdict, winning_rule: z.string(), basis: z.string().optional() })),
   next_before: z.number().int().nullable().meta({ description: 'Pass it as `before` to judge the intents recorded earlier; null when none are left.' }),
 });
-export const TransferRequest = z.strictObject({ to: z.string({ error: 'must be a member id' }).min(1, 'must be a member id').max(32, 'must be a member id') });
+export const TransferRequest = z.strictObject({ to: z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a member id') }).min(1, 'must be a member id').max(32, 'must be a member id') });
 export const TransferView = z.strictObject({
   leader: z.string().nullable().meta({ description: 'The member that leads as the request is answered.' }),
   transferring_to: z.string().nullable().meta({ description: 'The member leadership is being handed to; null when it already leads.' }),

@@ -23,7 +23,7 @@ export const RULES_COUNT_MAX = 256;
 export const CONDITIONS_COUNT_MAX = 32;
 export const DEADLINE_TICKS_MAX = 1_000_000_000;
 
-const Scalar = z.union([z.string().max(256), z.number(), z.bigint(), z.boolean()], {
+const Scalar = z.union([z.string().max(256, 'must be at most 256 characters'), z.number(), z.bigint(), z.boolean()], {
   error: 'must be a string, an integer or a boolean',
 });
 const RuleId = z.string().regex(/^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/, 'must be a rule id (a letter, then letters, digits or _ . : -)');
@@ -34,17 +34,25 @@ const RuleId = z.string().regex(/^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/, 'must be a ru
  */
 const DutyId = z.string().regex(/^[A-Za-z][A-Za-z0-9.:-]{0,63}$/, 'must be an obligation id (a letter, then letters, digits or . : -; no _)');
 
+/** What is wrong with a right side of no allowed shape, said of that side as a whole. */
+function rightShape(input: unknown): string {
+  if (!Array.isArray(input)) return 'must be a string (at most 256 characters), an integer, a boolean, or a list of them';
+  if (input.length === 0) return 'must list at least one value';
+  if (input.length > 256) return `must list at most 256 values, not ${input.length}`;
+  return 'must list strings (at most 256 characters), integers or booleans';
+}
+
 const Condition = z.strictObject({
-  left: z.string().max(80),
+  left: z.string().max(80, 'must be at most 80 characters'),
   op: z.enum(OPERATORS, { error: (iss) => `${JSON.stringify(iss.input)} is not an operator (one of ${OPERATORS.join(', ')})` }),
-  right: z.union([Scalar, z.array(Scalar).min(1, 'must list at least one value').max(256, 'must list at most 256 values')]).optional(),
+  right: z.union([Scalar, z.array(Scalar).min(1, 'must list at least one value').max(256, 'must list at most 256 values')], { error: (iss) => rightShape(iss.input) }).optional(),
   currency: Currency.optional(),
 });
 
 const Repair = z.strictObject({
   id: DutyId,
   action: ActionPattern,
-  deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, 'a number of ticks (at least 1)'),
+  deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, `a number of ticks from 1 to ${DEADLINE_TICKS_MAX}`),
   blocks: z.array(ActionPattern).max(16).optional(),
   discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
 });
@@ -52,7 +60,7 @@ const Repair = z.strictObject({
 const ObligationDef = z.strictObject({
   id: DutyId,
   action: ActionPattern,
-  deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, 'a number of ticks (at least 1)'),
+  deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, `a number of ticks from 1 to ${DEADLINE_TICKS_MAX}`),
   discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
   repair: z.array(Repair).max(8).optional(),
 });
@@ -65,11 +73,11 @@ const Rule = z.strictObject({
   when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
   obligations: z.array(ObligationDef).max(16).optional(),
   single_currency: z.boolean().optional(),
-  basis: z.string().min(1).max(1024),
+  basis: z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'),
 });
 
 export const BundleSchema = z.strictObject({
-  description: z.string().max(4096).optional(),
+  description: z.string().max(4096, 'must be at most 4096 characters').optional(),
   rules: z.array(Rule).min(1, 'must hold at least one rule').max(RULES_COUNT_MAX, `must hold at most ${RULES_COUNT_MAX} rules`),
 });
 type AuthoredBundle = z.output<typeof BundleSchema>;
