@@ -174,3 +174,19 @@ t.test('a bundle that would have thrown while compiling is an issue, and draftin
     t.equal(h.stateHash, before);
   }
 });
+
+t.test('a draft lists its problems of shape and of meaning together, not the first kind only', async (t) => {
+  const got = issues({
+    rules: [
+      rule({ note: 'x', priority: -1, when: [{ left: 'tick', op: 'between', right: 1 }, { left: 'amout', op: 'gt', right: 1 }] }),
+      rule({ id: 'R-q', when: [{ left: 'amount', op: 'gt', right: 5 }] }),
+    ],
+  });
+  t.same(got, [
+    'rules.0.priority: rule R-x: priority must be an integer from 0 to 1000000 (lower wins)',
+    'rules.0.when.0.op: rule R-x: op "between" is not an operator (one of eq, ne, lt, lte, gt, gte, in, not_in, prefix, contains, count_gte, count_lte)',
+    'rules.0: rule R-x: unknown field "note"',
+    'rules.0.when.1.left: rule R-x: the evaluator cannot read "amout" (it reads amount, currency, accounts, evidence, party, agent, action, tick, usage.consume, usage.meter, usage.bill, usage.balance and bindings.<name>)',
+    'rules.1.when.0.currency: rule R-q: a condition on amount names its currency',
+  ]);
+});

@@ -162,23 +162,41 @@ export function bundleHash(bundle: unknown): string {
 /** Checks and compiles an authored bundle. Every problem names its rule and field. */
 export function compileBundle(input: unknown): { ok: true; bundle: CompiledBundle } | { ok: false; issues: BundleIssue[] } {
   const parsed = parseWith(BundleSchema, input);
-  if (!parsed.ok) return { ok: false, issues: parsed.issues.map((i) => nameSchemaIssue(i, input)) };
-  const issues: BundleIssue[] = [];
+  const issues: BundleIssue[] = parsed.ok ? [] : parsed.issues.map((i) => nameSchemaIssue(i, input));
   const seen = new Set<string>();
-  parsed.value.rules.forEach((rule, i) => {
+  const rules = parsed.ok ? parsed.value.rules : valueAt(input, 'rules');
+  (Array.isArray(rules) ? rules : []).forEach((authored: unknown, i) => {
     const at = (field: string, message: string) => {
       const path = `rules.${i}${field ? `.${field}` : ''}`;
       issues.push({ path, message: `${subject(input, path)}: ${message}` });
     };
-    if (RESERVED_RULE_IDS.has(rule.id)) at('id', `the id ${rule.id} is reserved`);
-    if (seen.has(rule.id)) at('id', `duplicate rule id ${rule.id}`);
-    seen.add(rule.id);
-    if (rule.modality === 'prohibition' && rule.obligations?.length) at('obligations', 'a prohibition imposes no obligations');
-    checkConditions(rule.when ?? [], 'when', at);
-    checkObligations(rule.obligations ?? [], at);
+    const rule = Rule.safeParse(authored);
+    if (rule.success) {
+      checkRule(rule.data, seen, at);
+      return;
+    }
+    // A rule of the wrong shape still has its conditions checked, where they have the
+    // right shape themselves: the draft lists every problem, not the first kind.
+    const when = valueAt(authored, 'when');
+    if (Array.isArray(when)) {
+      when.forEach((c: unknown, j) => {
+        const condition = Condition.safeParse(c);
+        if (condition.success) checkCondition(condition.data, `when.${j}`, at);
+      });
+    }
   });
-  if (issues.length > 0) return { ok: false, issues };
+  if (!parsed.ok || issues.length > 0) return { ok: false, issues };
   return { ok: true, bundle: { rules: orderRules(parsed.value.rules.map(compileRule)) } };
+}
+
+/** The checks of one rule of the right shape beyond its shape: its id, its conditions, its obligations. */
+function checkRule(rule: AuthoredBundle['rules'][number], seen: Set<string>, at: At): void {
+  if (RESERVED_RULE_IDS.has(rule.id)) at('id', `the id ${rule.id} is reserved`);
+  if (seen.has(rule.id)) at('id', `duplicate rule id ${rule.id}`);
+  seen.add(rule.id);
+  if (rule.modality === 'prohibition' && rule.obligations?.length) at('obligations', 'a prohibition imposes no obligations');
+  checkConditions(rule.when ?? [], 'when', at);
+  checkObligations(rule.obligations ?? [], at);
 }
 
 /**
@@ -241,22 +259,23 @@ function checkObligations(obligations: AuthoredBundle['rules'][number]['obligati
 }
 
 function checkConditions(conditions: AuthoredCondition[], base: string, at: At): void {
-  conditions.forEach((c, j) => {
-    const where = `${base}.${j}`;
-    const kind = leftKind(c.left);
-    if (kind === null) {
-      at(`${where}.left`, `the evaluator cannot read "${c.left}" (it reads amount, currency, accounts, evidence, party, agent, action, tick, usage.consume, usage.meter, usage.bill, usage.balance and bindings.<name>)`);
-      return;
-    }
-    if (!OPS_BY_KIND[kind].includes(c.op)) {
-      at(`${where}.op`, `operator ${c.op} does not apply to ${c.left} (use ${OPS_BY_KIND[kind].join(', ')})`);
-      return;
-    }
-    if (c.left === 'amount' && c.currency === undefined) at(`${where}.currency`, 'a condition on amount names its currency');
-    if (c.left !== 'amount' && c.currency !== undefined) at(`${where}.currency`, `currency applies only to amount, not to ${c.left}`);
-    const problem = rightProblem(kind, c.op, c.right);
-    if (problem) at(`${where}.right`, `${c.op} on ${c.left} needs ${problem}`);
-  });
+  conditions.forEach((c, j) => checkCondition(c, `${base}.${j}`, at));
+}
+
+function checkCondition(c: AuthoredCondition, where: string, at: At): void {
+  const kind = leftKind(c.left);
+  if (kind === null) {
+    at(`${where}.left`, `the evaluator cannot read "${c.left}" (it reads amount, currency, accounts, evidence, party, agent, action, tick, usage.consume, usage.meter, usage.bill, usage.balance and bindings.<name>)`);
+    return;
+  }
+  if (!OPS_BY_KIND[kind].includes(c.op)) {
+    at(`${where}.op`, `operator ${c.op} does not apply to ${c.left} (use ${OPS_BY_KIND[kind].join(', ')})`);
+    return;
+  }
+  if (c.left === 'amount' && c.currency === undefined) at(`${where}.currency`, 'a condition on amount names its currency');
+  if (c.left !== 'amount' && c.currency !== undefined) at(`${where}.currency`, `currency applies only to amount, not to ${c.left}`);
+  const problem = rightProblem(kind, c.op, c.right);
+  if (problem) at(`${where}.right`, `${c.op} on ${c.left} needs ${problem}`);
 }
 
 const INTEGER_TEXT = /^-?(0|[1-9][0-9]*)$/;
