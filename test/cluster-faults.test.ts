@@ -58,6 +58,9 @@ t.test('421 not_primary: forwarding off names the primary; no known primary name
   t.equal(read.status, 421, 'a linearizable read with no primary known answers 421, not 500');
   const local = await c.handle(follower!).api('GET', '/api/v1/transactions/txn_none?consistency=local', { token: att });
   t.equal(local.status, 404, 'a local read is still served');
+  const ready = await c.handle(follower!).agent.request('GET', '/readyz');
+  t.equal(ready.status, 503);
+  t.match(JSON.parse(ready.text), { status: 'not ready', leader: null, reason: 'no primary is known: an election is under way, or this replica cannot reach a majority of the voters' }, 'and /readyz says why');
 });
 
 t.test('503 commit_unavailable when the primary is cut off, and the retry posts once', async (t) => {

@@ -180,10 +180,17 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     health: () => {
       const s = replica.status();
       const detail: Record<string, unknown> = { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex };
+      const ready = replica.ready();
       const membership = replica.membership();
       if (membership) detail.reason = membership;
       if (replica.failure) detail.reason = `the replica stopped: ${replica.failure.message}`;
-      return { ready: replica.ready(), detail };
+      // Every 503 says why, so that a probe's log tells an SRE what to look at.
+      if (!ready && detail.reason === undefined) {
+        detail.reason = s.leader === null
+          ? 'no primary is known: an election is under way, or this replica cannot reach a majority of the voters'
+          : replica.appliedIndex < s.commit ? `this replica is applying the log: ${replica.appliedIndex} of ${s.commit} committed entries applied` : 'the node is shutting down';
+      }
+      return { ready, detail };
     },
   };
   replica.start();
