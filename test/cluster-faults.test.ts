@@ -53,7 +53,11 @@ t.test('421 not_primary: forwarding off names the primary; no known primary name
     alone = await c.handle(follower!).api('POST', '/api/v1/intents', { body: envelope(att) });
   }
   t.equal(alone.status, 421);
-  t.same(alone.body, { error: 'not_primary', message: 'This replica is not the primary.', primary_client_addr: null }, 'with no primary known, none is named');
+  t.same(alone.body, {
+    error: 'not_primary',
+    message: 'This replica is not the primary, and no primary is known: an election is under way, or a majority is out of reach. Retry shortly; reads with consistency=local are served meanwhile.',
+    primary_client_addr: null,
+  }, 'with no primary known, none is named, and the answer says so');
   const read = await c.handle(follower!).api('GET', '/api/v1/transactions/txn_none', { token: att });
   t.equal(read.status, 421, 'a linearizable read with no primary known answers 421, not 500');
   const local = await c.handle(follower!).api('GET', '/api/v1/transactions/txn_none?consistency=local', { token: att });

@@ -71,8 +71,12 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   let inForce: MemberView[] = c.members.map((m) => ({ ...m, voter: true }));
   /** The agent-plane address of a member, for 421 `primary_client_addr`. */
   const agentUrlOf = (id: string | null | undefined) => inForce.find((m) => m.id === id)?.agent_url ?? null;
-  const notPrimary = (leader: string | null | undefined) =>
-    new ApiError('not_primary', 'This replica is not the primary.', { primary_client_addr: agentUrlOf(leader) });
+  const notPrimary = (leader: string | null | undefined) => {
+    const at = agentUrlOf(leader);
+    // With no primary to name, the answer says why and what to do meanwhile.
+    const message = at === null ? 'This replica is not the primary, and no primary is known: an election is under way, or a majority is out of reach. Retry shortly; reads with consistency=local are served meanwhile.' : 'This replica is not the primary.';
+    return new ApiError('not_primary', message, { primary_client_addr: at });
+  };
   const replica = await Replica.open({
     id: c.node_id,
     peers: clustered ? c.members.map((m) => m.id) : [c.node_id],
@@ -132,7 +136,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
         throw new ApiError(err.body.error as ErrorCode, err.body.message);
       }
       if (err instanceof ForwardFailed) {
-        throw new ApiError('commit_unavailable', 'The primary did not confirm the proposal in time; it may or may not have been recorded. Retry with the same transaction id, or read the transaction.');
+        // Why it was not confirmed: no answer in time, or the link to the primary broke (it may have died).
+        throw new ApiError('commit_unavailable', `The primary did not confirm the proposal (${err.message}); it may or may not have been recorded. Retry with the same transaction id, or read the transaction.`);
       }
       throw err;
     }
