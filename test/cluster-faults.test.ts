@@ -1,6 +1,7 @@
 // Proves what a cluster answers under real faults, with three node processes:
 // 421 not_primary when forwarding is off (naming the primary) and when no primary is
-// known (naming none); 503 commit_unavailable when the primary is cut off from both
+// known (naming none); a linearizable read that asked a primary that stopped is
+// answered once another leads; 503 commit_unavailable when the primary is cut off from both
 // followers, and the retry with the same transaction id posting once; a member
 // behind the log's compaction catching up by the chunked store stream; and a primary
 // stopped with SIGTERM handing leadership over before it exits; a member on a wiped
@@ -12,7 +13,7 @@ import { verifyExport } from '@apl/core';
 import { AGENT_A, TOKENS, bootstrap, envelope } from './support/node.js';
 import { startCluster, type Cluster } from './support/cluster.js';
 
-// Six clusters of three processes, one after another.
+// Seven clusters of three processes, one after another.
 t.setTimeout(240_000);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -65,6 +66,27 @@ t.test('421 not_primary: forwarding off names the primary; no known primary name
   const ready = await c.handle(follower!).agent.request('GET', '/readyz');
   t.equal(ready.status, 503);
   t.match(JSON.parse(ready.text), { status: 'not ready', leader: null, reason: 'no primary is known: an election is under way, or this replica cannot reach a majority of the voters' }, 'and /readyz says why');
+});
+
+t.test('a linearizable read waiting on a primary that stopped is answered once another leads, not at the commit timeout', async (t) => {
+  const c = await startCluster({ env: { APL_COMMIT_TIMEOUT_MS: '20000' } });
+  let stopped: number | null = null;
+  t.teardown(async () => {
+    if (stopped !== null) process.kill(stopped, 'SIGCONT');
+    await c.close();
+  });
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const att = await c.issuer.sign(AGENT_A);
+  const follower = c.members.map((m) => m.id).find((id) => id !== leader)!;
+  stopped = c.process(leader)!.pid;
+  process.kill(stopped, 'SIGSTOP');
+  // The follower asks the stopped primary for the read's index; that request is lost.
+  const started = Date.now();
+  const read = await c.handle(follower).api('GET', '/api/v1/transactions/txn_during_failover', { token: att });
+  const took = Date.now() - started;
+  t.equal(read.status, 404, `the read is served (not found), not 503: ${read.text.slice(0, 200)}`);
+  t.ok(took < 10_000, `answered in ${took} ms, an election or two, against a commit timeout of 20 s`);
 });
 
 t.test('503 commit_unavailable when the primary is cut off, and the retry posts once', async (t) => {

@@ -185,6 +185,8 @@ export class Replica {
   /** readPrefix makes ReadIndex contexts unique across restarts of this member. */
   private readonly readPrefix = `${randomBytes(6).toString('hex')}:`;
   private readSeq = 0;
+  /** The primary as observe() last saw it; a change asks the waiting reads again. */
+  private leaderSeen: NodeId | null = null;
   private pumping = false;
   /** membership changes waiting for their commit, by index. */
   private readonly confWaiters = new Map<number, { term: number; resolve: () => void; reject: (e: ApiError) => void; timer: NodeJS.Timeout }>();
@@ -887,6 +889,10 @@ export class Replica {
     const s = this.raft.status();
     this.observeMembers(s.conf);
     if (s.term > this.term) this.onNewTerm(s.term);
+    if (s.leader !== this.leaderSeen) {
+      this.leaderSeen = s.leader;
+      if (s.leader !== null) this.askReadsAgain();
+    }
     const m = this.opts.metrics;
     m.appliedIndex.set(this.store.position.applied);
     m.commitIndex.set(s.commit);
@@ -894,6 +900,16 @@ export class Replica {
     m.isLeader.set(s.role === 'leader' ? 1 : 0);
     m.proposalsInFlight.set(this.waiters.size);
     m.storeCacheEntries.set(this.store.cacheSize);
+  }
+
+  /**
+   * A primary is known again, or another one: the reads still waiting for their index
+   * asked one that may be gone (Raft drops such a request, and says nothing), so they
+   * ask the primary now rather than wait out the commit timeout. A read answered twice
+   * takes the later index, which is as linearizable.
+   */
+  private askReadsAgain(): void {
+    for (const [ctx, r] of this.reads) if (r.index === null) this.raft.readIndex(Buffer.from(ctx));
   }
 
   /**
