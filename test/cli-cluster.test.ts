@@ -79,8 +79,13 @@ t.test('cluster status names the primary, its voters, learners and peers, for pe
   const status = await apl(['--json', 'cluster', 'status']);
   t.equal(status.code, EXIT.ok, status.stderr);
   t.match(parseJson(status.stdout), { leader, voters: ['n1', 'n2', 'n3'], learners: [] });
+  // Asked at a follower first, apl shows the primary's view, the only one with each member's lag.
+  const followerFirst = [...cluster.members].sort((a, b) => Number(a.id === leader) - Number(b.id === leader)).map((m) => m.admin_url).join(',');
+  const viewed = await runApl(['--json', 'cluster', 'status'], { APL_DATA_DIR: dir, APL_CA: testCerts().ca, APL_ADMIN_URL: followerFirst });
+  t.match(parseJson(viewed.stdout), { node: leader, role: 'leader' }, 'the primary\'s view');
+  t.ok((parseJson(viewed.stdout) as { members: { lag: unknown }[] }).members.every((m) => typeof m.lag === 'number'), 'with every member\'s lag');
   const human = await apl(['cluster', 'status']);
-  t.match(human.stdout, new RegExp(`^node +n\\d \\((leader|follower)\\)\\nleader +${leader}\\nterm +\\d+\\ncommit index +\\d+\\napplied index +\\d+\\nvoters +n1, n2, n3\\nlearners +none\\nremoved +none\\nmember +role +agent plane +peer +match index +lag +contact\\nn1 `));
+  t.match(human.stdout, new RegExp(`^node +${leader} \\(leader\\)\\nleader +${leader}\\nterm +\\d+\\ncommit index +\\d+\\napplied index +\\d+\\nvoters +n1, n2, n3\\nlearners +none\\nremoved +none\\nmember +role +agent plane +peer +match index +lag +contact\\nn1 `));
 });
 
 t.test('cluster status at the primary shows a member that stopped answering as unreachable', async (t) => {

@@ -44,6 +44,11 @@ t.test('a command\'s own advice replaces the general one for the codes it names,
   t.match(failure(advised, ctx), { exit: EXIT.rejected, code: 'invalid_transition', message: 'm invalid_transition', hint: hints.invalid_transition, status: 409, body: { id: 'n4' } });
   const other = await advising(hints, () => Promise.reject(api('forbidden', 403))).catch((e: unknown) => e);
   t.match(failure(other, ctx).hint, /--as <name>/, 'a code it does not name keeps the general advice');
+  const chosen = { invalid_transition: (e: { message: string }) => (/never reused/.test(e.message) ? 'use a new id' : null) };
+  const reused = await advising(chosen, () => Promise.reject(api('invalid_transition', 409, { message: 'n3 was removed from the cluster and ids are never reused' }))).catch((e: unknown) => e);
+  t.equal(failure(reused, ctx).hint, 'use a new id', 'advice chosen by the refusal');
+  const general = await advising(chosen, () => Promise.reject(api('invalid_transition', 409))).catch((e: unknown) => e);
+  t.match(failure(general, ctx).hint, /apl admin policy show/, 'none chosen: the general advice');
   const unavailable = await advising({ not_primary: 'x' }, () => Promise.reject(api('not_primary', 421))).catch((e: unknown) => e);
   t.equal(failure(unavailable, ctx).exit, EXIT.unavailable, 'the exit code stays the refusal\'s');
   t.equal(await advising(hints, () => Promise.resolve(7)), 7);

@@ -50,13 +50,17 @@ export class AdvisedError extends Error {
   }
 }
 
+/** Advice for a refusal: a text, or one chosen by the refusal (null: the general advice). */
+export type Advice = string | ((refusal: ApiError) => string | null);
+
 /** Runs `f`; a refusal whose code `hints` names is given that advice. */
-export async function advising<T>(hints: Partial<Record<ErrorCode, string>>, f: () => Promise<T>): Promise<T> {
+export async function advising<T>(hints: Partial<Record<ErrorCode, Advice>>, f: () => Promise<T>): Promise<T> {
   try {
     return await f();
   } catch (err) {
-    const hint = err instanceof ApiError ? hints[err.code as ErrorCode] : undefined;
-    throw hint === undefined ? err : new AdvisedError(err as ApiError, hint);
+    const advice = err instanceof ApiError ? hints[err.code as ErrorCode] : undefined;
+    const hint = typeof advice === 'function' ? advice(err as ApiError) : advice;
+    throw hint === undefined || hint === null ? err : new AdvisedError(err as ApiError, hint);
   }
 }
 

@@ -94,9 +94,10 @@ export class Settings {
     return t;
   }
 
-  admin(principal?: string): AdminClient {
+  /** A client of the admin planes given; with `url`, of that one only (one of them). */
+  admin(principal?: string, url?: string): AdminClient {
     const ca = this.ca();
-    return new AdminClient({ url: this.urls('admin'), token: this.adminToken(principal), ...(ca ? { ca } : {}) });
+    return new AdminClient({ url: url ?? this.urls('admin'), token: this.adminToken(principal), ...(ca ? { ca } : {}) });
   }
 
   agent(attestation = this.o.attestation): AgentClient {

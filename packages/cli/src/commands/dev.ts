@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command } from 'commander';
-import { parseJson, type MembershipChange } from '@apl/client';
+import { parseJson, type ApiError, type MembershipChange } from '@apl/client';
 import { act } from '../context.js';
 import { DEFAULT_PLAN, bootstrap, ensureIssuerKey, issuerFiles, type DevPlan } from '../dev.js';
 import { UsageError, advising } from '../exit.js';
@@ -96,9 +96,21 @@ function nextCommands(s: Settings): string[] {
 
 export function clusterCommand(): Command {
   const cluster = new Command('cluster').description('the replicated group');
-  cluster.command('status').description('voters, learners, each member\'s role and lag, term, commit and applied index, as the member asked sees them')
+  cluster.command('status').description('voters, learners, each member\'s role and lag, term, commit and applied index, as the primary sees them when it is among the admin addresses given (else as the member that answered)')
     .action(act(async (ctx) => {
-      const c = await withAdmin(ctx, (a) => a.getCluster());
+      let c = await withAdmin(ctx, (a) => a.getCluster());
+      // Only the primary knows each member's match index and lag: ask the other
+      // addresses given for its view (never an address that was not given).
+      if (c.role !== 'leader') {
+        for (const url of ctx.s.urls('admin')) {
+          const a = ctx.s.admin(undefined, url);
+          const view = await a.getCluster().catch(() => null).finally(() => a.close());
+          if (view?.role === 'leader') {
+            c = view;
+            break;
+          }
+        }
+      }
       ctx.out.result(c, () => [
         fields([
           ['node', `${c.node} (${c.role})`], ['leader', c.leader ?? 'none known'], ['term', c.term], ['commit index', c.commit_index], ['applied index', c.applied_index],
@@ -110,7 +122,9 @@ export function clusterCommand(): Command {
     }));
   // invalid_transition and already_exists are also the policy lifecycle's codes: here they are about membership.
   const MEMBERSHIP_ADVICE = {
-    invalid_transition: 'apl cluster status shows the voters, the learners and each one\'s lag: change one member at a time, and promote a learner once its lag is near 0.',
+    invalid_transition: (e: ApiError) => (/ids are never reused/.test(e.message)
+      ? 'Start the replacement under a new id, with a certificate that names it, and add that id.'
+      : 'apl cluster status shows the voters, the learners and each one\'s lag: change one member at a time, and promote a learner once its lag is near 0.'),
     already_exists: 'apl cluster status lists the members in force.',
   };
   const changed = (m: MembershipChange, what: string) => `${what} at index ${m.index}; voters ${m.voters.join(', ')}; learners ${m.learners.join(', ') || 'none'}`;
