@@ -226,7 +226,7 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   const text = await n.admin.request('POST', '/admin/v1/parties', { token: TOKENS.operator, raw: '{"id":"party_t"}', headers: { 'content-type': 'text/plain' } });
   isError(t, text, 400, { error: 'malformed_request', message: 'The body must be JSON (Content-Type: application/json).' });
   const big = await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_big', bundle: { rules: [], pad: 'x'.repeat(n.config.limits.body_bytes_max) } });
-  isError(t, big, 413, { error: 'payload_too_large', message: `The body is larger than the ${n.config.limits.body_bytes_max} bytes this node accepts.` });
+  isError(t, big, 413, { error: 'payload_too_large', message: `The body is larger than the ${n.config.limits.body_bytes_max} bytes this node accepts (limits.body_bytes_max).` });
 
   const ready = await n.api('GET', '/readyz');
   t.equal(ready.status, 200, 'no input reached the log that the log could not read back');

@@ -250,7 +250,7 @@ t.test('413 payload_too_large: a body over the configured limit, and nothing is 
   const before = await digest();
   const env = envelope(att, { justification: 'x'.repeat(n.config.limits.body_bytes_max) });
   const r = await post(env);
-  isError(t, r, 413, { error: 'payload_too_large', message: `The body is larger than the ${n.config.limits.body_bytes_max} bytes this node accepts.` });
+  isError(t, r, 413, { error: 'payload_too_large', message: `The body is larger than the ${n.config.limits.body_bytes_max} bytes this node accepts (limits.body_bytes_max).` });
   t.equal(await digest(), before);
 });
 

@@ -211,7 +211,7 @@ function toApiError(err: unknown, req: Request): ApiError {
   const e = err as { type?: string; status?: number };
   if (e?.type === 'entity.too.large') {
     const limit = (err as { limit?: unknown }).limit;
-    return new ApiError('payload_too_large', `The body is larger than the ${typeof limit === 'number' ? `${limit} bytes` : 'size'} this node accepts.`);
+    return new ApiError('payload_too_large', `The body is larger than the ${typeof limit === 'number' ? `${limit} bytes` : 'size'} this node accepts (limits.body_bytes_max).`);
   }
   if (e?.type === 'encoding.unsupported') {
     const coding = (err as { encoding?: unknown }).encoding;
