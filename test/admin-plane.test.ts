@@ -213,6 +213,18 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   await refused(t, 'operator', 'POST', '/admin/v1/usages', { id: 'usage_x', currency: 'usd' }, 400, invalid('usage balance', [{ path: 'currency', message: 'must be a currency code (e.g. USD)' }]));
   await refused(t, 'operator', 'DELETE', '/admin/v1/trust-roots/bad%20issuer', undefined, 400, invalid('path', [{ path: 'issuer', message: 'must be an issuer name (letters, digits, _ . : -)' }]));
   await refused(t, 'operator', 'DELETE', '/admin/v1/agents/not-a-uri', undefined, 400, invalid('path', [{ path: 'agent_uri', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));
+  // A route that takes no body refuses one rather than act without it. (Node.js's
+  // client sends a DELETE's body with no length unless it is given, as curl gives it.)
+  for (const [method, path, raw] of [
+    ['DELETE', `/admin/v1/agents/${encodeURIComponent(AGENT_A)}`, '{"party":"party_acme"}'],
+    ['DELETE', '/admin/v1/trust-roots/acme-agents', '{}'],
+    ['POST', '/admin/v1/cluster/members/n1/promote', '{"id":"n1"}'],
+  ] as const) {
+    const before = await digest();
+    const r = await n.admin.request(method, path, { token: TOKENS.operator, raw, headers: { 'content-type': 'application/json', 'content-length': String(raw.length) } });
+    isError(t, r, 400, { error: 'malformed_request', message: `${method} ${path} takes no body; send it without one.` });
+    t.equal((await digest()).digest, before.digest, 'nothing was removed');
+  }
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/bad%20id/review', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', { comment: 7 }, 400, invalid('review request', [{ path: 'comment', message: 'must be a string' }]));
   // A body may be left out; a body of null is not an object, as [] and 7 are not.

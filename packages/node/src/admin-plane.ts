@@ -19,7 +19,7 @@ import { memberContext } from './membership.js';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
-import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noQuery, notFound, parseRequest, planeApp, queryOf, sendJson } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noBody, noQuery, notFound, parseRequest, planeApp, queryOf, sendJson } from './http.js';
 import { feedHandler, type Feeds } from './feed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -151,7 +151,7 @@ export function adminApp(o: AdminOptions): Express {
     }
     await mutate(res, { type: 'AddTrustRoot', issuer: r.issuer, public_key, key_id: paserkId(public_key) }, true);
   });
-  app.delete('/admin/v1/trust-roots/:issuer', noQuery, async (req, res) => {
+  app.delete('/admin/v1/trust-roots/:issuer', noQuery, ...noBody, async (req, res) => {
     const { issuer } = parseRequest(IssuerParam, req.params, 'path');
     await mutate(res, { type: 'RemoveTrustRoot', issuer }, false);
   });
@@ -166,7 +166,7 @@ export function adminApp(o: AdminOptions): Express {
     sendJson(res, 200, { parties: items, next });
   });
   app.post('/admin/v1/agents', ...mutation, async (req, res) => mutate(res, { type: 'BindAgent', ...parseRequest(BindingRequest, req.body, 'agent binding') }, true));
-  app.delete('/admin/v1/agents/:agent_uri', noQuery, async (req, res) => {
+  app.delete('/admin/v1/agents/:agent_uri', noQuery, ...noBody, async (req, res) => {
     const { agent_uri } = parseRequest(AgentParam, req.params, 'path');
     await mutate(res, { type: 'UnbindAgent', agent: agent_uri }, false);
   });
@@ -259,7 +259,7 @@ export function adminApp(o: AdminOptions): Express {
     if (members.some((m) => m.id === r.id)) throw new ApiError('already_exists', `${r.id} is already a member of the cluster.`, { id: r.id });
     await changeMembers(res, { type: 'addLearner', node: r.id, context: memberContext(r) }, 201);
   });
-  app.post('/admin/v1/cluster/members/:id/promote', noQuery, async (req, res) => {
+  app.post('/admin/v1/cluster/members/:id/promote', noQuery, ...noBody, async (req, res) => {
     operator(res);
     const { id } = parseRequest(MemberParam, req.params, 'member');
     const { status } = o.node.cluster();
@@ -270,7 +270,7 @@ export function adminApp(o: AdminOptions): Express {
     }
     await changeMembers(res, { type: 'promote', node: id }, 200);
   });
-  app.delete('/admin/v1/cluster/members/:id', noQuery, async (req, res) => {
+  app.delete('/admin/v1/cluster/members/:id', noQuery, ...noBody, async (req, res) => {
     operator(res);
     const { id } = parseRequest(MemberParam, req.params, 'member');
     const { status } = o.node.cluster();

@@ -102,6 +102,20 @@ export const noQuery: RequestHandler = (req, _res, next) => {
 };
 
 /**
+ * For a route that takes no body (a DELETE, a promotion): a body is refused, not
+ * ignored, since the caller meant something by it and the route would act without it.
+ */
+export const noBody: RequestHandler[] = [
+  express.raw({ type: () => true, limit: 4096 }),
+  (req, _res, next) => {
+    const raw = req.body as Buffer | undefined;
+    req.body = undefined;
+    if (raw !== undefined && raw.length > 0) return next(new ApiError('malformed_request', `${req.method} ${req.path} takes no body; send it without one.`));
+    next();
+  },
+];
+
+/**
  * The request's query parameters, each given once: a parameter sent twice
  * (`?limit=1&limit=2`) is refused by name, since which one was meant is a guess.
  */
