@@ -102,3 +102,15 @@ t.test('a draft that does not compile is answered with its issues', async (t) =>
     issues: [{ path: 'rules.0.when.0.left', message: 'rule R: the evaluator cannot read "colour" (it reads amount, currency, accounts, evidence, party, agent, action, tick, usage.consume, usage.meter, usage.bill, usage.balance and bindings.<name>)' }],
   });
 });
+
+t.test('a basis names the policy dry-run, whatever its state, and (draft) for a bundle that is none', async (t) => {
+  const h = history();
+  const nothingCovers = { rules: [{ id: 'R-other', modality: 'permission', priority: 1, match: { action: 'refund.*' }, basis: 'refunds' }] };
+  const named = dryRun(h.recorded(10), nothingCovers, 'pol_2026_12');
+  if (!named.ok) throw new Error('the bundle is valid');
+  t.ok(named.report.changed.length > 0);
+  for (const c of named.report.changed) t.match(c.basis, /^No permission of policy pol_2026_12 covers /);
+  const bare = dryRun(h.recorded(10), nothingCovers);
+  if (!bare.ok) throw new Error('the bundle is valid');
+  t.match(bare.report.changed[0]!.basis, /^No permission of policy \(draft\) covers /);
+});

@@ -32,11 +32,15 @@ export interface DryRunReport {
   changed: DryRunChange[];
 }
 
-/** Judges `records` (a page of recorded intents) by the draft bundle's rules. */
-export function dryRun(records: readonly TransactionRecord[], bundle: unknown): { ok: true; report: DryRunReport } | { ok: false; issues: BundleIssue[] } {
+/**
+ * Judges `records` (a page of recorded intents) by the bundle's rules; `policyId` is the
+ * id its bases name (the policy dry-run, whatever its state), or `(draft)` for a bundle
+ * that is no policy yet.
+ */
+export function dryRun(records: readonly TransactionRecord[], bundle: unknown, policyId = '(draft)'): { ok: true; report: DryRunReport } | { ok: false; issues: BundleIssue[] } {
   const compiled = compileBundle(bundle);
   if (!compiled.ok) return compiled;
-  const draft = { id: '(draft)', compiled: compiled.bundle };
+  const draft = { id: policyId, compiled: compiled.bundle };
   const report: DryRunReport = { bundle_hash: bundleHash(bundle), evaluated: 0, unchanged: 0, decided_by_obligations: 0, changed: [] };
   for (const r of records) {
     const recorded = r.outcome.verdict;

@@ -218,7 +218,7 @@ export function adminApp(o: AdminOptions): Express {
     if (!p) throw new ApiError('unknown_policy', `No policy ${id} exists.`);
     const page = await q.recorded({ before: r.before, limit: r.limit ?? PAGE_LIMIT_DEFAULT });
     // The page is the most recent first; judge it oldest first, as it was recorded.
-    const d = dryRun([...page.items].reverse(), p.bundle);
+    const d = dryRun([...page.items].reverse(), p.bundle, p.id);
     if (!d.ok) throw new ApiError('invalid_policy', `Policy ${p.id} is not valid.`, { issues: d.issues });
     sendJson(res, 200, { policy: p.id, ...d.report, next_before: page.nextBefore });
   });
