@@ -10,10 +10,11 @@
 //   npm run cluster -- --help       this text
 //
 // Members already running are left alone, so `npm run cluster` after a member was
-// killed brings back that member only. Once a directory's cluster has run, a start
-// without names brings back every member that ever started from it (spares added
-// since included) except those removed from the cluster (a REMOVED file in their
-// data directory), which are never started again.
+// killed brings back that member only. A start without names starts the members in
+// force, as a running member reports them or, when none runs, as the cluster last
+// reported them (members.json, written at each start and before a stop): spares added
+// since come back, and a member removed from the cluster is never started again (by
+// name either: its data directory holds REMOVED).
 //
 // Options: --dir <path> (default .data/cluster) holds the certificates, the tokens,
 // each node's data, logs and the pid file; --port-offset <n> moves every port by n
