@@ -1008,12 +1008,12 @@ export class Replica {
     return this.landedIndex;
   }
 
-  /** The index of the last committed entry applied here (no-ops included). */
   /** The index of the entry that removed this member from the cluster, or null while it is one. */
   get removedAt(): number | null {
     return this.removed?.index ?? null;
   }
 
+  /** The index of the last committed entry applied here (no-ops included). */
   get appliedIndex(): number {
     return this.store.position.applied;
   }
