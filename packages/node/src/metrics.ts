@@ -82,12 +82,18 @@ export class Metrics {
   readonly feedConsumers = new Gauge({ name: 'apl_feed_consumers', help: 'Change feeds being served.', registers: [this.registry] });
   readonly feedRecords = new Counter({ name: 'apl_feed_records_total', help: 'Journal records written to change feeds.', registers: [this.registry] });
   readonly feedEnds = new Counter({
-    name: 'apl_feed_ends_total', help: 'Change feeds ended, by reason: consumer_left, feed_lagging, shutting_down, internal_error.',
+    name: 'apl_feed_ends_total', help: 'Change feeds ended, by reason: consumer_left, feed_lagging, shutting_down, member_removed, internal_error.',
     labelNames: ['reason'] as const, registers: [this.registry],
   });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    // The series of a closed set of labels exist from the start, at 0: a rate or an
+    // alert on one of them sees "none yet" rather than no series at all.
+    for (const reason of ['foreign_cluster', 'unknown_member', 'sender_mismatch', 'malformed']) this.peerRefused.inc({ reason }, 0);
+    for (const direction of ['sent', 'received']) for (const outcome of ['installed', 'failed']) this.peerSnapshots.inc({ direction, outcome }, 0);
+    for (const outcome of ['appended', 'refused', 'unconfirmed']) this.forwarded.inc({ outcome }, 0);
+    for (const reason of ['consumer_left', 'feed_lagging', 'shutting_down', 'member_removed', 'internal_error']) this.feedEnds.inc({ reason }, 0);
   }
 
   /** Adds another thread's HTTP metrics to the exposition (the agent plane's thread). */
