@@ -5,6 +5,7 @@
  */
 import { createInterface } from 'node:readline';
 import { call, errorOf, query, seg } from './call.js';
+import { TransportError } from './errors.js';
 import { follow, type FeedOptions, type FeedRecord } from './feed.js';
 import type { components, operations } from './generated/admin-plane.js';
 import { INT128_PLANS } from './generated/contract.js';
@@ -180,6 +181,10 @@ export class AdminClient {
     const lines = createInterface({ input: res, crlfDelay: Infinity });
     try {
       for await (const line of lines) yield line;
+    } catch (err) {
+      // An export cut off part-way is no answer, as for any other call.
+      if (err instanceof TransportError) throw err;
+      throw new TransportError(this.transport.url, (err as NodeJS.ErrnoException).code ?? 'ECONNRESET', `the export was cut off: ${(err as Error).message}`, { cause: err });
     } finally {
       lines.close();
       res.destroy();

@@ -144,7 +144,9 @@ export class AgentClient {
       } catch (err) {
         const stale = err instanceof StalePolicyError || err instanceof PolicyPinMismatchError;
         if (!stale || attempt >= PIN_ATTEMPTS_MAX) {
-          if (err instanceof ApiError) err.attempts = attempt;
+          // What the caller needs to retry safely: the id it went with, and how often it went.
+          if (err instanceof ApiError) err.attempts = posts;
+          if (err instanceof ApiError || err instanceof TransportError) err.transaction = transaction;
           throw err;
         }
         pin = (await this.getActivePolicy({ attestation })).id;

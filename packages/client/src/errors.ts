@@ -40,6 +40,11 @@ export class ApiError<C extends string = string> extends Error {
    * on: more than 1 after the pin loop (at most 3) or the 503 retries.
    */
   attempts = 1;
+  /**
+   * transaction is the id `submitIntent` sent the intent with (one it made when none
+   * was given): a retry with it can never post twice.
+   */
+  transaction?: string;
 
   constructor(readonly status: number, readonly body: ErrorBodyOf<C>) {
     super(body.message);
@@ -69,6 +74,8 @@ export class UnreadableAttestationError extends Error {
 /** The request got no answer. `code` is the system's (ECONNREFUSED, ETIMEDOUT, a TLS code, ...). */
 export class TransportError extends Error {
   override readonly name = 'TransportError';
+  /** transaction is the id `submitIntent` sent the intent with, as on ApiError. */
+  transaction?: string;
   constructor(readonly url: string, readonly code: string, message: string, options?: { cause?: unknown }) {
     super(`${url}: ${message}`, options);
   }

@@ -21,7 +21,11 @@ export interface TransportOptions {
   urls: readonly string[];
   /** ca is the PEM of the certificate authorities to trust; the system's when absent. */
   ca?: string | Buffer | readonly (string | Buffer)[];
-  /** timeoutMs bounds each request, from sending to the last byte (default 30000). */
+  /**
+   * timeoutMs bounds each request, from sending to the last byte (default 30000). A
+   * stream (the log export, the feed) is bounded until its answer begins, then by its
+   * silences: no byte for that long ends it.
+   */
   timeoutMs?: number;
   /** socketsMax bounds the open connections per replica (default 16). */
   socketsMax?: number;
@@ -98,12 +102,36 @@ export class Transport {
     }
   }
 
-  /** Sends a request and hands back the answer's stream unread (for the log export); no 421 following. */
-  open(method: string, path: string, out: Outgoing = {}, url: string = this.url): Promise<IncomingMessage> {
+  /**
+   * Sends a request and hands back the answer's stream unread (for the log export),
+   * no 421 following. Without `url`, a replica that refuses the connection is passed
+   * over for the next configured one, as `send` does. A stream silent for the
+   * time-out is ended with a TransportError (ETIMEDOUT).
+   */
+  async open(method: string, path: string, out: Outgoing = {}, url?: string): Promise<IncomingMessage> {
+    if (url !== undefined) return this.openAt(url, method, path, out);
+    const tried = new Set<number>();
+    let i = this.current;
+    for (;;) {
+      tried.add(i);
+      try {
+        const res = await this.openAt(this.urls[i]!, method, path, out);
+        this.current = i;
+        return res;
+      } catch (err) {
+        const untried = this.urls.findIndex((_, k) => !tried.has(k));
+        if ((err as TransportError).code !== 'ECONNREFUSED' || untried < 0) throw err;
+        i = untried;
+      }
+    }
+  }
+
+  private openAt(url: string, method: string, path: string, out: Outgoing): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
       const req = this.start(url, method, path, out, reject);
       req.on('response', (res) => {
-        req.setTimeout(0);
+        // From here the request's timer measures the stream's silences.
+        req.setTimeout(this.timeoutMs, () => res.destroy(new TransportError(url, 'ETIMEDOUT', `the answer was silent for ${this.timeoutMs} ms`)));
         resolve(res);
       });
     });
@@ -131,7 +159,18 @@ export class Transport {
 
   private once(url: string, method: string, path: string, out: Outgoing, retried = false): Promise<Answer> {
     return new Promise((resolve, reject) => {
+      // The whole answer within the time-out, not only no silence that long: a server
+      // that trickles bytes does not hold the call for ever.
+      const deadline = setTimeout(() => {
+        reject(new TransportError(url, 'ETIMEDOUT', `no whole answer in ${this.timeoutMs} ms`));
+        req.destroy();
+      }, this.timeoutMs);
+      const settle = <T>(f: (v: T) => void) => (v: T) => {
+        clearTimeout(deadline);
+        f(v);
+      };
       const req = this.start(url, method, path, out, (err) => {
+        clearTimeout(deadline);
         // A kept-alive connection the server closed while idle fails the first write
         // on it; the request never reached the server, so it is sent again, once.
         if (!retried && req.reusedSocket && (err as TransportError).code === 'ECONNRESET') {
@@ -141,8 +180,8 @@ export class Transport {
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', (err) => reject(new TransportError(url, 'ECONNRESET', `the answer was cut off: ${err.message}`, { cause: err })));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url }));
+        res.on('error', (err) => settle(reject)(new TransportError(url, 'ECONNRESET', `the answer was cut off: ${err.message}`, { cause: err })));
+        res.on('end', () => settle(resolve)({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url }));
       });
     });
   }
