@@ -212,6 +212,12 @@ t.test('400 malformed_request: schema failures list each problem with its dotted
     { path: 'action.action', message: 'must be an action name (dotted lowercase words, e.g. purchase.book)' },
     { path: 'action.bindings.merchant', message: 'must be a string (at most 256 characters), an integer or a boolean' },
   ]);
+  // An integer binding of a new intent is held to 128 bits, signed, as the contract's int128 says.
+  await malformed(t, envelope(att, { action: { action: 'purchase.book', bindings: { merchant: 'books-r-us', quantity: 1n << 127n } } }), [
+    { path: 'action.bindings.quantity', message: 'must be an integer from -2^127 to 2^127-1' },
+  ]);
+  const widest = await post(envelope(att, { transaction: 'txn_ap_binding_wide', minor: 5, action: { action: 'purchase.book', bindings: { merchant: 'books-r-us', quantity: -(1n << 127n) } } }));
+  t.equal(widest.status, 200, 'the widest negative binding is taken');
   const badKey = await post(envelope(att, { action: { action: 'purchase.book', bindings: { Merchant: 'x' } } }));
   t.equal(badKey.status, 400);
   t.strictSame(badKey.body.issues.map((i: { path: string }) => i.path), ['action.bindings.Merchant'], 'a bad binding name is named by its path');

@@ -128,31 +128,48 @@ const BindingKey = /^[a-z][a-z0-9_]{0,63}$/;
 const BindingInteger = z
   .union([z.number().refine(Number.isSafeInteger).transform((n) => BigInt(n)), z.bigint()])
   .meta({ type: 'integer' });
-export const BindingValue = z.union(
-  [
-    z.string().max(LIMITS.bindingStringLengthMax),
-    z.boolean(),
-    BindingInteger,
-  ],
-  must(`a string (at most ${LIMITS.bindingStringLengthMax} characters), an integer or a boolean`),
-);
+/**
+ * An integer binding of a new intent: 128 bits, signed. The log's operations keep the
+ * unbounded form above, so that a log written before the bound still replays.
+ */
+const INTENT_BINDING_RANGE = 'an integer from -2^127 to 2^127-1';
+const IntentBindingInteger = bigIntIn(DELTA_MIN, DELTA_MAX, INTENT_BINDING_RANGE);
+
+/** A binding's value; `range` names the bound of `integer`, said of an integer outside it. */
+function bindingValue(integer: typeof BindingInteger | typeof IntentBindingInteger, range?: string) {
+  const kinds = `a string (at most ${LIMITS.bindingStringLengthMax} characters), an integer or a boolean`;
+  return z.union([z.string().max(LIMITS.bindingStringLengthMax), z.boolean(), integer], {
+    error: (iss) => {
+      if (iss.input === undefined) return 'is required';
+      const integral = typeof iss.input === 'bigint' || (typeof iss.input === 'number' && Number.isInteger(iss.input));
+      return `must be ${range !== undefined && integral ? range : kinds}`;
+    },
+  });
+}
+export const BindingValue = bindingValue(BindingInteger);
 export type BindingValue = z.output<typeof BindingValue>;
 const BINDING_NAME = 'binding names are lowercase words (a-z, 0-9, _)';
-export const Bindings = z.preprocess(
-  (v, ctx) => {
-    // A record would drop a "__proto__" key without a word; refuse it like any bad name.
-    if (v !== null && typeof v === 'object' && Object.hasOwn(v, '__proto__')) {
-      ctx.addIssue({ code: 'custom', message: `"__proto__": ${BINDING_NAME}`, input: v });
-    }
-    return v;
-  },
-  z
-    .record(z.string().regex(BindingKey, BINDING_NAME), BindingValue)
-    .refine((b) => Object.keys(b).length <= LIMITS.bindingsCountMax, `at most ${LIMITS.bindingsCountMax} bindings`),
-);
+
+function bindingsOf(value: ReturnType<typeof bindingValue>) {
+  return z.preprocess(
+    (v, ctx) => {
+      // A record would drop a "__proto__" key without a word; refuse it like any bad name.
+      if (v !== null && typeof v === 'object' && Object.hasOwn(v, '__proto__')) {
+        ctx.addIssue({ code: 'custom', message: `"__proto__": ${BINDING_NAME}`, input: v });
+      }
+      return v;
+    },
+    z
+      .record(z.string().regex(BindingKey, BINDING_NAME), value)
+      .refine((b) => Object.keys(b).length <= LIMITS.bindingsCountMax, `at most ${LIMITS.bindingsCountMax} bindings`),
+  );
+}
+export const Bindings = bindingsOf(BindingValue);
 
 export const Action = z.strictObject({ action: ActionName, bindings: Bindings });
 export type Action = z.output<typeof Action>;
+/** The action of a new intent, as the agent plane takes it: its integer bindings held to 128 bits. */
+export const IntentAction = z.strictObject({ action: ActionName, bindings: bindingsOf(bindingValue(IntentBindingInteger, INTENT_BINDING_RANGE)) });
 
 export const Comment = z.string().max(LIMITS.commentLengthMax, `must be at most ${LIMITS.commentLengthMax} characters`);
 

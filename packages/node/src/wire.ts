@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import {
-  AccountId, Action, AgentUri, Comment, Currency, Entry, Issuer, LIMITS, PartyId, PolicyId, Sha256Hex,
+  AccountId, AgentUri, Comment, Currency, Entry, IntentAction, Issuer, LIMITS, PartyId, PolicyId, Sha256Hex,
   TransactionId, UsageId, UsageMove,
 } from '@apl/core';
 import { STATUS } from './errors.js';
@@ -29,7 +29,7 @@ export function intentEnvelope(entriesMax: number) {
     consume_usage: UsageMove.optional(),
     meter_usage: UsageMove.optional(),
     bill_usage: UsageMove.optional(),
-    action: Action,
+    action: IntentAction,
     evidence: z.array(Sha256Hex).max(LIMITS.evidenceCountMax, `at most ${LIMITS.evidenceCountMax} evidence digests per intent`),
     justification: z.string().max(4096).refine((s) => !LONE_SURROGATE.test(s), 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) has no UTF-8 form to hash'),
     policy: PolicyId,

@@ -191,7 +191,7 @@ export type components = {
             action: {
                 action: string;
                 bindings: {
-                    [key: string]: string | boolean | number;
+                    [key: string]: string | boolean | bigint;
                 };
             };
             agent: string;
