@@ -2,8 +2,10 @@
 // ports of 127.0.0.1, no node): an answer trickled byte by byte is held to the
 // time-out as a whole; an export that goes silent, or is cut off part-way, ends with a
 // TransportError after the lines that came whole; an export passes over a replica that
-// refuses the connection; and an intent that could not be confirmed is thrown with the
-// transaction id it went with and how many times it was sent.
+// refuses the connection; an intent that could not be confirmed is thrown with the
+// transaction id it went with and how many times it was sent, and as the 503 it got
+// even when no connection follows it; an intent that never got past TLS is not sent
+// again; and the feed asks again after a server's failure.
 import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
@@ -128,4 +130,55 @@ t.test('an intent that could not be confirmed is thrown with its transaction id 
   t.equal((err as CommitUnavailableError).transaction, posted[0], 'the id it made is on the error, to retry with');
   t.match(posted[0], /^txn_[0-9a-f]{32}$/);
   t.equal((err as CommitUnavailableError).attempts, 3, 'attempts counts every send');
+});
+
+t.test('a 503 and then no connection: the intent may have landed, and the error says so', async (t) => {
+  let proxy: Awaited<ReturnType<typeof startProxy>> | null = null;
+  proxy = await startProxy(null, async () => {
+    setImmediate(() => void proxy!.close()); // gone after this answer: every later connection is refused
+    return errorReply(503, { error: 'commit_unavailable', message: 'The commit could not be confirmed in time.' });
+  });
+  const agent = new AgentClient({ url: proxy.url, ca, attestation: 'v4.public.x', agent: 'agent://acme.example/agent/buyer-7', retryDelayMs: 20 });
+  t.teardown(() => agent.close());
+  const err = await agent.submitIntent({
+    entries: [], action: { action: 'purchase.book', bindings: {} }, evidence: [EVIDENCE], justification: 'j', policy: 'pol_1', transaction: 'txn_landed_maybe',
+  }).then(() => null, (e: unknown) => e);
+  t.type(err, CommitUnavailableError, `the 503, not the refused connection after it: ${String(err)}`);
+  t.equal((err as CommitUnavailableError).transaction, 'txn_landed_maybe');
+});
+
+t.test('an intent whose TLS handshake fails is not sent again nor read back: it cannot have landed', async (t) => {
+  const proxy = await startProxy(null, async () => errorReply(500, { error: 'internal_error', message: 'x' }));
+  t.teardown(() => proxy.close());
+  // No CA: the node's development certificate is not trusted, so nothing is ever sent.
+  const agent = new AgentClient({ url: proxy.url, attestation: 'v4.public.x', agent: 'agent://acme.example/agent/buyer-7', retryDelayMs: 5_000 });
+  t.teardown(() => agent.close());
+  const started = Date.now();
+  const err = await agent.submitIntent({
+    entries: [], action: { action: 'purchase.book', bindings: {} }, evidence: [EVIDENCE], justification: 'j', policy: 'pol_1',
+  }).then(() => null, (e: unknown) => e);
+  t.type(err, TransportError);
+  t.match((err as TransportError).code, /CERT|SELF_SIGNED|UNABLE_TO_/);
+  t.ok(Date.now() - started < 4_000, 'thrown at once, not after retries 5 s apart');
+  t.equal(proxy.seen.length, 0);
+});
+
+t.test('the feed asks again after a server failure (a 5xx, a proxy\'s HTML page) rather than stop', async (t) => {
+  const proxy = await startProxy(null, async () => ({ status: 502, headers: { 'content-type': 'text/html' }, body: '<html>Bad Gateway</html>' }));
+  t.teardown(() => proxy.close());
+  const admin = new AdminClient({ url: proxy.url, ca, token: 'x' });
+  t.teardown(() => admin.close());
+  const stop = new AbortController();
+  const reasons: string[] = [];
+  const records: unknown[] = [];
+  const following = (async () => {
+    for await (const r of admin.feed({ reconnectDelayMs: 10, signal: stop.signal, onReconnect: ({ reason }) => {
+      reasons.push(reason);
+      if (reasons.length === 2) stop.abort();
+    } })) records.push(r);
+  })();
+  const err = await within(following.then(() => null, (e: unknown) => e), 10_000);
+  t.equal(err, null, `it did not give up: ${String(err)}`);
+  t.equal(reasons.length, 2, 'it reconnected');
+  t.same(records, []);
 });

@@ -80,6 +80,13 @@ export interface AgentClientOptions extends Omit<TransportOptions, 'urls'> {
   retryDelayMs?: number;
 }
 
+/**
+ * The system codes of a request that never reached the node: no connection (refused,
+ * no such host, no route), or a TLS handshake that failed (a certificate not
+ * trusted). Such an intent cannot have landed.
+ */
+const NEVER_SENT = /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|EPROTO)$|CERT|SELF_SIGNED|UNABLE_TO_|ERR_TLS|ERR_SSL/;
+
 /** The specification's bound on the pin loop (Errors, rule 3; Limits, 5). */
 export const PIN_ATTEMPTS_MAX = 3;
 
@@ -165,12 +172,21 @@ export class AgentClient {
         return { outcome: value, replayed: answer.headers['idempotent-replayed'] === 'true', readBack: false };
       } catch (err) {
         // A 503, or an answer lost on the way back: the entry may be in the log.
-        const maybeLanded = err instanceof CommitUnavailableError || (err instanceof TransportError && err.code !== 'ECONNREFUSED');
-        if (!maybeLanded) throw err;
-        unavailable = err;
+        const maybeLanded = err instanceof CommitUnavailableError || (err instanceof TransportError && !NEVER_SENT.test(err.code));
+        if (maybeLanded) unavailable = err;
+        // Nothing sent this time, but an earlier send may have landed: that is what
+        // the caller must hear about, after the retries and the read-back.
+        else if (unavailable === null) throw err;
       }
     }
-    const read = await this.readBack(envelope);
+    let read: Outcome | null;
+    try {
+      read = await this.readBack(envelope);
+    } catch (err) {
+      // No answer to the read either: the intent may or may not have landed, as the 503 said.
+      if (err instanceof TransportError) throw unavailable!;
+      throw err;
+    }
     if (read === null) throw unavailable!;
     return { outcome: read, replayed: true, readBack: true };
   }

@@ -62,9 +62,11 @@ const IDLE_TIMEOUT_MS = 30_000;
 
 /**
  * Failures that do not go away by asking again: a refusal of the credential, its role
- * or the query, and a line that is not JSON.
+ * or the query, and a line that is not JSON. A server's failure (a 5xx, from the node
+ * or a proxy before it) may, and the feed asks again.
  */
-const isFinal = (err: unknown) => (err instanceof ApiError && err.status !== 503 && err.status !== 421) || err instanceof UnexpectedResponseError;
+const isFinal = (err: unknown) =>
+  (err instanceof ApiError && err.status < 500 && err.status !== 421 && err.status !== 429) || (err instanceof UnexpectedResponseError && err.status < 500);
 
 function parseLine(line: string): Partial<FeedRecord & FeedHeartbeat & { error: string; resume_from: number }> {
   try {
