@@ -4,12 +4,14 @@
 // more than twice (measured alone and under abuse, in alternating rounds of the same
 // run, with a floor for a noisy machine, and measured again before a slowdown counts);
 // the flooding agent is answered 429 rate_limited with Retry-After;
-// the slow-loris connections are closed by the headers timeout (408); and the
-// listener's connection cap closes the connections beyond it.
+// the slow-loris connections are closed by the headers timeout (408); the
+// listener's connection cap closes the connections beyond it; and connections that
+// never finish the TLS handshake are dropped at that timeout, freeing their places.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { setPriority } from 'node:os';
 import { connect, type TLSSocket } from 'node:tls';
+import { connect as tcpConnect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -222,6 +224,28 @@ t.test('the connection cap closes the connections beyond it, and frees the place
   try {
     const r = await post(pool, intent(good[0]!));
     t.equal(r.status, 200, 'once they are gone a new connection is served');
+  } finally {
+    await pool.close();
+  }
+});
+
+t.test('connections that never finish the TLS handshake are dropped at the headers timeout and free their places', async (t) => {
+  // As many bare TCP connections as the cap allows, sending nothing: no handshake ever.
+  const sockets = await Promise.all(Array.from({ length: CONNECTIONS_MAX }, () => new Promise<{ s: Socket; closed: Promise<void> }>((resolve) => {
+    const s = tcpConnect(Number(url.port), url.hostname, () => resolve({ s, closed: new Promise((done) => s.once('close', () => done())) }));
+    s.on('error', () => undefined);
+  })));
+  const dropped = await Promise.race([
+    Promise.all(sockets.map((x) => x.closed)).then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), HEADERS_TIMEOUT_MS * 5)),
+  ]);
+  t.ok(dropped, `the server closed every one within ${HEADERS_TIMEOUT_MS * 5} ms (its headers timeout is ${HEADERS_TIMEOUT_MS} ms)`);
+  for (const { s } of sockets) s.destroy();
+  await new Promise((r) => setTimeout(r, 300));
+  const pool = new Pool(server.proc.agentUrl, { connections: 1, connect: { ca } });
+  try {
+    const r = await post(pool, intent(good[0]!));
+    t.equal(r.status, 200, 'and a new connection is served: their places were freed');
   } finally {
     await pool.close();
   }

@@ -60,7 +60,10 @@ function answerParseErrors(server: Server): void {
     req.once('end', reset);
   });
   server.on('clientError', (err: Error & { rawPacket?: Buffer }, socket) => {
-    if (!socket.writable) {
+    // A connection whose TLS handshake never finished (a handshake time-out, bytes
+    // that are no ClientHello) has nowhere to write an answer to: ending it would
+    // leave it open, holding one of http.connections_max for good. It is dropped.
+    if (!socket.writable || !starts.has(socket as Socket)) {
       socket.destroy();
       return;
     }
