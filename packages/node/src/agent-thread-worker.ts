@@ -12,7 +12,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { agentFrontEnd } from './agent-front.js';
 import type { AgentBackend, Answer } from './gateway.js';
-import { limitedServer, listen, listenerUrl } from './listener.js';
+import { closeListener, limitedServer, listen, listenerUrl } from './listener.js';
 import { createLogger } from './log.js';
 import { httpMetrics } from './metrics.js';
 import { withServer } from './openapi.js';
@@ -84,11 +84,10 @@ port.on('message', (m: ToAgentThread) => {
       return;
     case 'close':
       // No new connection is taken; requests in flight are answered, then the thread says so.
-      server.close(() => {
+      void closeListener(server).then(() => {
         flush();
         send({ kind: 'closed' });
       });
-      server.closeIdleConnections();
       return;
   }
 });

@@ -15,6 +15,15 @@ import { JSON_TYPE } from './http.js';
 /** How often Node.js checks open requests against the timeouts, at most; at least 4 checks per headers timeout. */
 const CHECK_INTERVAL_MAX_MS = 1000;
 
+/**
+ * How long a listener that closes waits for the requests it is answering before it
+ * cuts their connections: longer than a write waits for its commit (5 s by default).
+ */
+export const CLOSE_GRACE_MS = 10_000;
+
+/** The answers each server is writing, and whether it is closing (closeListener). */
+const draining = new WeakMap<Server, { closing: boolean; open: Set<ServerResponse> }>();
+
 export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
   const server = createServer({
     ...tls,
@@ -27,7 +36,38 @@ export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
     connectionsCheckingInterval: Math.max(10, Math.min(CHECK_INTERVAL_MAX_MS, Math.floor(h.headers_timeout_ms / 4))),
   });
   server.maxConnections = h.connections_max;
+  const state = { closing: false, open: new Set<ServerResponse>() };
+  draining.set(server, state);
+  // Registered before the plane's own listener: a request that arrives while the
+  // server closes is answered, on a connection that then closes.
+  server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
+    if (state.closing) res.shouldKeepAlive = false;
+    state.open.add(res);
+    res.once('close', () => state.open.delete(res));
+  });
   return server;
+}
+
+/**
+ * Closes a listener: no new connection is taken, the idle ones are closed, and every
+ * answer still being written closes its connection once written, so that a client
+ * kept alive cannot go on sending requests to a node that stops. Connections still
+ * open after CLOSE_GRACE_MS are cut. Resolves once every connection has ended.
+ */
+export function closeListener(server: Server, graceMs = CLOSE_GRACE_MS): Promise<void> {
+  const state = draining.get(server);
+  if (state !== undefined) {
+    state.closing = true;
+    for (const res of state.open) if (!res.headersSent) res.shouldKeepAlive = false;
+  }
+  return new Promise<void>((resolve) => {
+    const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+    server.close(() => {
+      clearTimeout(cut);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
 }
 
 /**

@@ -4,7 +4,6 @@
  * the integration tests start on free ports.
  */
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:https';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Applied, Operation } from '@apl/core';
@@ -18,7 +17,7 @@ import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
 import { agentFrontEnd } from './agent-front.js';
 import { AgentThread } from './agent-thread.js';
 import { agentBackend, type AgentBackend } from './gateway.js';
-import { limitedServer, listen, listenerUrl } from './listener.js';
+import { closeListener, limitedServer, listen, listenerUrl } from './listener.js';
 import { createLogger, lineWriter, type Logger } from './log.js';
 import { memberContext, membersInForce, type MemberView } from './membership.js';
 import { Metrics } from './metrics.js';
@@ -275,7 +274,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       // While the planes still serve: a primary hands over first, so a rolling restart costs no election.
       await replica.handOver();
       await feeds.close();
-      await Promise.all([agent.close(), closeServer(adminServer)]);
+      await Promise.all([agent.close(), closeListener(adminServer)]);
       await replica.close();
       await mesh?.close();
       log.info({ event: 'node_stopped' }, 'node stopped');
@@ -314,14 +313,7 @@ async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; 
     entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), url),
   }));
-  return { url, close: () => closeServer(server) };
+  return { url, close: () => closeListener(server) };
 }
 
-/** Stops taking connections, closes the idle ones, and resolves once every connection has ended. */
-function closeServer(s: Server): Promise<void> {
-  return new Promise<void>((r) => {
-    s.close(() => r());
-    s.closeIdleConnections();
-  });
-}
 
