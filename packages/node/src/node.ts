@@ -3,14 +3,16 @@
  * planes on their own HTTPS listeners. `startNode` is what `npm start` runs and what
  * the integration tests start on free ports.
  */
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import type { Applied, Operation } from '@apl/core';
 import type { ConfChange } from '@apl/raft';
 import { adminApp, type AdminPrincipal } from './admin-plane.js';
 import { Attestor } from './attest.js';
-import { type Config, tlsFiles } from './config.js';
+import { ConfigError, type Config, tlsFiles } from './config.js';
 import { ApiError, type ErrorCode } from './errors.js';
 import { Feeds } from './feed.js';
 import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
@@ -54,13 +56,12 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   const log = opts.log ?? createLogger(c.log_level, c.node_id);
   const metrics = new Metrics();
   const tls = tlsFiles(c);
-  const cert = readFileSync(tls.cert);
-  const key = readFileSync(tls.key);
+  const { cert, key, ca } = readTls(tls);
   const clustered = c.members.length > 1;
   const mesh = clustered
     ? new PeerMesh({
       self: c.node_id, members: c.members, clusterId: c.cluster_id, host: c.host, port: c.peer_port,
-      tls: { ca: readFileSync(tls.ca), cert, key },
+      tls: { ca, cert, key },
       queueMessagesMax: c.limits.peer_queue_messages_max,
       snapshotTimeoutMs: c.snapshot_timeout_ms,
       log, metrics,
@@ -222,7 +223,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     onApplied: (listener) => replica.onApplied(listener),
     removed: () => replica.removedAt !== null,
   }, { consumersMax: c.feed.consumers_max, heartbeatIntervalMs: c.feed.heartbeat_interval_ms, pageRecordsMax: c.feed.page_records_max, lagMsMax: c.feed.lag_ms_max }, log, metrics);
-  const adminTls = c.admin_client_certs ? { ...tlsOptions, ca: readFileSync(tls.ca), requestCert: true, rejectUnauthorized: true } : tlsOptions;
+  const adminTls = c.admin_client_certs ? { ...tlsOptions, ca, requestCert: true, rejectUnauthorized: true } : tlsOptions;
   const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host).catch((err: unknown) => undo(err, agent));
   const adminUrl = listenerUrl(c.host, adminServer);
   adminServer.on('request', adminApp({
@@ -302,6 +303,40 @@ async function agentThread(c: Config, backend: AgentBackend, tls: { cert: Buffer
 }
 
 /** The agent plane on this thread (`agent_plane_thread: false`). */
+/**
+ * The node's TLS files, checked before anything listens: a CA file that holds no
+ * certificate would make every peer call and every client certificate fail, and a
+ * certificate that does not go with its key would fail at the first handshake. Either
+ * stops the start, naming the setting and the file.
+ */
+export function readTls(files: { ca: string; cert: string; key: string }): { ca: Buffer; cert: Buffer; key: Buffer } {
+  const read = (what: string, file: string) => {
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      throw new ConfigError(`${what}: ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+  };
+  const ca = read('tls.ca', files.ca);
+  const cert = read('tls.cert', files.cert);
+  const key = read('tls.key', files.key);
+  const blocks = ca.toString('latin1').match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? [];
+  const certs = blocks.flatMap((b) => {
+    try {
+      return [new X509Certificate(b)];
+    } catch {
+      return [];
+    }
+  });
+  if (certs.length === 0) throw new ConfigError(`tls.ca: ${files.ca} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)`);
+  try {
+    createSecureContext({ cert, key });
+  } catch (err) {
+    throw new ConfigError(`tls.cert and tls.key: ${files.cert} and ${files.key} cannot be used together (${(err as Error).message})`);
+  }
+  return { ca, cert, key };
+}
+
 async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer; minVersion: 'TLSv1.2' }, log: Logger, metrics: Metrics): Promise<AgentPlane> {
   const server = await listen(limitedServer(tls, c.http), c.agent_port, c.host);
   const url = listenerUrl(c.host, server);

@@ -250,7 +250,9 @@ export class Replica {
     const applied = store.position.applied;
     const compacted = boot.snapshot?.meta.index ?? 0;
     if (applied < compacted) {
-      throw new Error(`the state store is at index ${applied}, below the Raft log's compaction at ${compacted}: the entries between are gone, so this data directory cannot be recovered alone (restore it from a backup, or replace the member)`);
+      await log.close();
+      await store.close();
+      throw new ConfigError(`the state store is at index ${applied}, below the Raft log's compaction at ${compacted}: the entries between are gone, so this data directory cannot be recovered alone (restore it from a backup, or replace the member)`);
     }
     const raft = new RawNode({
       id: opts.id,

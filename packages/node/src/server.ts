@@ -2,11 +2,13 @@
  * The server process, once main.ts has checked the runtime: configuration, first-start
  * development setup, the node, and a graceful stop on SIGINT and SIGTERM.
  */
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Status } from '@apl/raft';
-import { ConfigError, loadConfig, tlsFiles, tokensFile } from './config.js';
+import { ConfigError, loadConfig, tlsFiles, tokensFile, type Config } from './config.js';
+import { DataDirLock } from './data-lock.js';
 import { devSetup, loadPrincipals } from './devsetup.js';
-import { startNode } from './node.js';
+import { readTls, startNode } from './node.js';
 
 const USAGE = `usage: node packages/node/dist/main.js [--config <file.json>]
 
@@ -24,13 +26,29 @@ function groupPhrase(conf: Status['conf'], self: string): string {
   return `cluster of ${conf.voters.length}: ${conf.voters.join(', ')}${learners}`;
 }
 
+/** The configuration once read: a start that fails after it is explained in its terms. */
+let config: Config | null = null;
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { config: { type: 'string' }, help: { type: 'boolean' } } });
+  let values: { config?: string | undefined; help?: boolean | undefined };
+  try {
+    ({ values } = parseArgs({ options: { config: { type: 'string' }, help: { type: 'boolean' } } }));
+  } catch (err) {
+    throw new ConfigError(`${(err as Error).message}\n\n${USAGE}`);
+  }
   if (values.help) {
     console.log(USAGE);
     return;
   }
-  const config = loadConfig({ file: values.config });
+  config = loadConfig({ file: values.config });
+  // TLS files given are checked before the data directory is touched; those the
+  // development setup makes are checked as the node starts.
+  const files = tlsFiles(config);
+  if ([files.ca, files.cert, files.key].every((f) => existsSync(f))) readTls(files);
+  // A node already running on the directory is found before the development setup
+  // writes anything into it (certificates, tokens); the node takes the lock for good
+  // as it opens its stores.
+  await (await DataDirLock.take(config.data_dir)).release();
   const made = devSetup(config);
   const node = await startNode(config, loadPrincipals(config));
   const tls = tlsFiles(config);
@@ -64,10 +82,25 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: Error) => {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`${err.message}\n`);
+  const refusal = err instanceof ConfigError ? err.message : config === null ? null : listenRefusal(err, config);
+  if (refusal !== null) {
+    process.stderr.write(`${refusal}\n`);
     process.exit(2);
   }
   process.stderr.write(`fatal: ${err.stack ?? err.message}\n`);
   process.exit(1);
 });
+
+/** A listener that could not bind, said with the setting that names its port; null for any other failure. */
+function listenRefusal(err: Error, c: Config): string | null {
+  const e = err as NodeJS.ErrnoException & { port?: number; address?: string };
+  if (e.syscall !== 'listen' || e.port === undefined) return null;
+  const which = [
+    ['agent_port', 'APL_AGENT_PORT', c.agent_port, 'the agent plane'],
+    ['admin_port', 'APL_ADMIN_PORT', c.admin_port, 'the admin plane'],
+    ['peer_port', 'APL_PEER_PORT', c.peer_port, 'the peer mesh'],
+  ].find(([, , port]) => port === e.port);
+  const setting = which === undefined ? '' : ` for ${which[3]} (${which[0]}, ${which[1]})`;
+  const why = e.code === 'EADDRINUSE' ? 'another process listens there' : e.code === 'EACCES' ? 'this user may not bind it' : e.code === 'EADDRNOTAVAIL' ? `${e.address} is not an address of this machine (host, APL_HOST)` : e.message;
+  return `cannot listen on ${e.address}:${e.port}${setting}: ${why} (${e.code}). Stop what holds it, or give this node another port.`;
+}

@@ -1,0 +1,63 @@
+// Proves that a node that cannot start says why in the terms of its configuration
+// and exits 2, having changed nothing: a port another process holds (naming the plane
+// and its setting), an option it does not know, a CA file with no certificate, a
+// certificate that does not go with its key, and a data directory a running node
+// holds (found before the development setup writes into it).
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { testCerts } from './support/node.js';
+import { MAIN_JS, NODE_FLAGS, nodeEnv, spawnNode } from './support/process.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'apl-refusals-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+function start(env: Record<string, string>, args: string[] = []): { status: number | null; stderr: string } {
+  const r = spawnSync(process.execPath, [...NODE_FLAGS, MAIN_JS, ...args], { env, encoding: 'utf8', timeout: 30_000 });
+  return { status: r.status, stderr: r.stderr };
+}
+
+t.test('a port another process holds: exit 2, naming the plane and its setting', async (t) => {
+  const holder = createServer();
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => holder.close(() => r())));
+  const port = (holder.address() as AddressInfo).port;
+  const r = start(nodeEnv(join(dir, 'port'), { APL_ADMIN_PORT: String(port) }));
+  t.equal(r.status, 2, r.stderr);
+  t.equal(r.stderr.trim(), `cannot listen on 127.0.0.1:${port} for the admin plane (admin_port, APL_ADMIN_PORT): another process listens there (EADDRINUSE). Stop what holds it, or give this node another port.`);
+});
+
+t.test('an option it does not know: exit 2 with the usage', async (t) => {
+  const r = start(nodeEnv(join(dir, 'option')), ['--bogus']);
+  t.equal(r.status, 2);
+  t.match(r.stderr, /^Unknown option '--bogus'[^]*\n\nusage: node packages\/node\/dist\/main\.js \[--config <file\.json>\]/);
+  t.notMatch(r.stderr, /\n\s+at /, 'no stack trace');
+});
+
+t.test('TLS files that cannot work: exit 2 naming the setting and the file', async (t) => {
+  const certs = testCerts();
+  const garbage = join(dir, 'garbage.pem');
+  writeFileSync(garbage, 'not a certificate\n');
+  const ca = start(nodeEnv(join(dir, 'ca'), { APL_TLS_CA: garbage, APL_ADMIN_CLIENT_CERTS: 'true' }));
+  t.equal(ca.status, 2, ca.stderr);
+  t.equal(ca.stderr.trim(), `tls.ca: ${garbage} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)`);
+  const otherKey = join(certs.dir, 'n2-key.pem');
+  const mismatch = start(nodeEnv(join(dir, 'key'), { APL_TLS_KEY: otherKey }));
+  t.equal(mismatch.status, 2, mismatch.stderr);
+  t.match(mismatch.stderr.trim(), new RegExp(`^tls\\.cert and tls\\.key: ${certs.cert} and ${otherKey} cannot be used together \\(.*key values mismatch.*\\)$`));
+  t.notOk(existsSync(join(dir, 'ca')) || existsSync(join(dir, 'key')), 'no data directory was made');
+});
+
+t.test('a data directory a running node holds: refused before the development setup writes into it', async (t) => {
+  const held = join(dir, 'held');
+  const running = await spawnNode(nodeEnv(held));
+  t.teardown(() => running.kill());
+  const second = start(nodeEnv(held, { APL_DEV_SETUP: 'true', APL_NODE_ID: 'n9', APL_TLS_CA: undefined, APL_TLS_CERT: undefined, APL_TLS_KEY: undefined }));
+  t.equal(second.status, 2, second.stderr);
+  t.match(second.stderr, /the data directory .* is in use: another process holds its lock/);
+  t.notOk(existsSync(join(held, 'certs', 'n9.pem')), 'no certificate was made in the directory it holds');
+});
