@@ -2,7 +2,8 @@
 // and exits 2, having changed nothing: a port another process holds (naming the plane
 // and its setting), an option it does not know, a CA file with no certificate, a
 // certificate that does not go with its key, and a data directory a running node
-// holds (found before the development setup writes into it).
+// holds (found before the development setup writes into it); and an APL_ variable
+// that sets nothing is named when the node starts.
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -60,4 +61,16 @@ t.test('a data directory a running node holds: refused before the development se
   t.equal(second.status, 2, second.stderr);
   t.match(second.stderr, /the data directory .* is in use: another process holds its lock/);
   t.notOk(existsSync(join(held, 'certs', 'n9.pem')), 'no certificate was made in the directory it holds');
+});
+
+t.test('an APL_ variable that sets nothing is named when the node starts, with the one it is nearest to', async (t) => {
+  const p = await spawnNode(nodeEnv(join(dir, 'typo'), { APL_LIMITS_BODY_BYTE_MAX: '1024' }));
+  t.teardown(() => p.kill());
+  let out = p.output();
+  for (let waited = 0; !out.includes('ignored APL_') && waited < 5_000; waited += 50) {
+    await new Promise((r) => setTimeout(r, 50));
+    out = p.output();
+  }
+  t.match(out, /ignored APL_LIMITS_BODY_BYTE_MAX: no setting has that variable; did you mean APL_LIMITS_BODY_BYTES_MAX\?/);
+  t.match(out, /"event":"unknown_variable","variable":"APL_LIMITS_BODY_BYTE_MAX"/);
 });

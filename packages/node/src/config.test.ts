@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ConfigError, envName, loadConfig, tlsFiles } from './config.js';
+import { ConfigError, envName, loadConfig, tlsFiles, unknownVariables } from './config.js';
 import { loadPrincipals } from './devsetup.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'apl-config-'));
@@ -144,4 +144,17 @@ t.test('admin principals: a name configured twice, or one token for two principa
   t.equal(refusal(t, () => loadPrincipals(twice)), 'admin principal x is configured twice');
   const fine = principals([{ name: 'x', roles: ['author'], token_sha256: hash }, { name: 'y', roles: ['reviewer'], token_sha256: 'b'.repeat(64) }]);
   t.same(loadPrincipals(fine).map((p) => p.name), ['x', 'y']);
+});
+
+t.test('an APL_ variable that sets nothing is found, with the setting it is nearest to', async (t) => {
+  t.same(unknownVariables({ APL_LIMITS_BODY_BYTE_MAX: '1', APL_AGENT_PORT: '1', APL_ATTESTATION: 'x', APL_WHATEVER_ELSE: '1', PATH: '/bin' }), [
+    { name: 'APL_LIMITS_BODY_BYTE_MAX', nearest: 'APL_LIMITS_BODY_BYTES_MAX' },
+    { name: 'APL_WHATEVER_ELSE', nearest: null },
+  ], 'settings and apl\'s own variables are not reported');
+});
+
+t.test('an admin tokens file named in the configuration must exist', async (t) => {
+  const missing = join(dir, 'no-such-tokens.json');
+  const c = loadConfig({ env: { APL_ADMIN_TOKENS_FILE: missing, APL_DATA_DIR: join(dir, 'tokens') } });
+  t.equal(refusal(t, () => loadPrincipals(c)), `admin_tokens_file: ${missing} does not exist`);
 });

@@ -126,7 +126,7 @@ export const ConfigSchema = z.strictObject({
   }).prefault({}),
   /** feed bounds the change feed (GET /admin/v1/feed, docs/feed.md): its consumers and what each may hold. */
   feed: z.strictObject({
-    /** consumers_max is the most feeds one node serves at once; one more answers 503 too_many_feeds. */
+    /** consumers_max is the most feeds one node serves at once; one more answers 503 feed_unavailable. */
     consumers_max: count(64, 10_000),
     /** heartbeat_interval_ms: a feed that has written nothing for this long writes a heartbeat line. */
     heartbeat_interval_ms: ms(5000),
@@ -218,6 +218,36 @@ export class ConfigError extends Error {
 }
 
 /** Loads the configuration: defaults, then the file, then the environment. */
+/** Variables of apl, the command line, which a node's environment may hold beside its own. */
+const CLI_VARIABLES = new Set(['APL_AGENT_URL', 'APL_ADMIN_URL', 'APL_CA', 'APL_AS', 'APL_ADMIN_TOKEN', 'APL_ATTESTATION']);
+
+/**
+ * The `APL_` variables of `env` that set nothing (a setting's name misspelt), each with
+ * the setting's variable it is nearest to, if one is near: said when the node starts,
+ * since a setting silently left at its default is worse than a word.
+ */
+export function unknownVariables(env: NodeJS.ProcessEnv): { name: string; nearest: string | null }[] {
+  const known = keys().map((k) => envName(k.path));
+  return Object.keys(env)
+    .filter((name) => name.startsWith('APL_') && !known.includes(name) && !CLI_VARIABLES.has(name))
+    .sort()
+    .map((name) => {
+      const best = known.map((k) => ({ k, d: editDistance(name, k) })).sort((a, b) => a.d - b.d)[0];
+      return { name, nearest: best !== undefined && best.d <= 3 ? best.k : null };
+    });
+}
+
+/** Levenshtein distance, for a misspelt variable's nearest name. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
 export function loadConfig(opts: { file?: string | undefined; env?: NodeJS.ProcessEnv } = {}): Config {
   const env = opts.env ?? process.env;
   let raw: Record<string, unknown> = {};

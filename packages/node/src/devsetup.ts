@@ -53,6 +53,9 @@ export function writeDevTokens(path: string): boolean {
 export function loadPrincipals(c: Config): AdminPrincipal[] {
   const principals: AdminPrincipal[] = [...c.admin_principals];
   const file = tokensFile(c);
+  // A file named in the configuration must be there: without it the node would start
+  // with none of the principals it was meant to have, and say nothing.
+  if (c.admin_tokens_file !== null && !existsSync(file)) throw new ConfigError(`admin_tokens_file: ${file} does not exist`);
   if (existsSync(file)) {
     let parsed;
     try {

@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Status } from '@apl/raft';
-import { ConfigError, loadConfig, tlsFiles, tokensFile, type Config } from './config.js';
+import { ConfigError, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
 import { DataDirLock } from './data-lock.js';
 import { devSetup, loadPrincipals } from './devsetup.js';
 import { readTls, startNode } from './node.js';
@@ -66,6 +66,10 @@ async function main(): Promise<void> {
     `  curl --cacert ${tls.ca} -H "Authorization: Bearer $TOKEN" ${node.adminUrl}/admin/v1/cluster`,
     '',
   ];
+  for (const v of unknownVariables(process.env)) {
+    lines.splice(2, 0, `  ignored ${v.name}: no setting has that variable${v.nearest === null ? '' : `; did you mean ${v.nearest}?`}`);
+    node.log.warn({ event: 'unknown_variable', variable: v.name, nearest: v.nearest }, 'an APL_ variable that sets nothing');
+  }
   process.stderr.write(`${lines.join('\n')}\n`);
   let stopping = false;
   const stop = (signal: string) => {
