@@ -28,6 +28,8 @@ t.test('the node\'s refusals exit 4 with advice; 503 and 421 exit 5', async (t) 
   t.same([failure(api('commit_unavailable', 503), ctx).exit, failure(api('not_primary', 421), ctx).exit], [EXIT.unavailable, EXIT.unavailable]);
   t.match(failure(api('not_primary', 421), ctx).hint, /every replica/);
   t.match(failure(api('commit_unavailable', 503), ctx).hint, /same --transaction/);
+  const fourEyes = failure(new ERROR_CLASSES.forbidden(403, { error: 'forbidden', message: 'The reviewer of policy pol_1 must not be its author (dana).' } as never), ctx);
+  t.match(fourEyes.hint, /^Four eyes: another principal must take this step/, 'the principal has the role; another must act');
   // The command that shows what exists: one that there is, for each kind.
   const exists = (message: string, id: string) => failure(new ERROR_CLASSES.already_exists(409, { error: 'already_exists', message, id } as never), ctx).hint;
   t.equal(exists('Account acc_cli already exists.', 'acc_cli'), 'It exists already; nothing was changed. apl admin account show acc_cli shows it.');

@@ -132,6 +132,8 @@ function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
     case 'unauthorized':
       return `The admin token was refused: check --as and the tokens file (${ctx.tokensFile}), or --token.`;
     case 'forbidden':
+      // Four eyes: the principal has the role, but took an earlier step of this policy.
+      if (/must not be its author|must be neither its author/.test(err.message)) return 'Four eyes: another principal must take this step: --as <name> (a development node has dev-author, dev-reviewer and dev-approver).';
       return 'Act as a principal with that role: --as <name> (a development node has dev-author, dev-reviewer and dev-approver).';
     case 'unknown_agent':
       return 'Bind the agent to a party (apl admin agent bind <agent-uri> <party>) and present its attestation (--attestation or APL_ATTESTATION; apl agent attest mints one).';

@@ -88,7 +88,8 @@ t.test('an invalid value names its key, and the variable when a variable set it'
   t.equal(refusal(t, () => loadConfig({ env: { APL_LOG_LEVEL: 'loud' } })).startsWith('invalid configuration: log_level (APL_LOG_LEVEL): '), true);
   t.equal(refusal(t, () => loadConfig({ env: { APL_MEMBERS: '[{"id":"N1","peer_addr":"a:1","agent_url":"https://a"}]' } })).startsWith('invalid configuration: members.0.id (APL_MEMBERS): '), true,
     'a problem inside a JSON variable names the variable');
-  t.equal(refusal(t, () => loadConfig({ env: { APL_MEMBERS: '[not json' } })), 'invalid configuration: members (APL_MEMBERS): must be an array');
+  t.match(refusal(t, () => loadConfig({ env: { APL_MEMBERS: '[not json' } })), /^invalid configuration: members \(APL_MEMBERS\): must be a JSON array, and "\[not json" is not JSON \(.+\)$/);
+  t.equal(refusal(t, () => loadConfig({ env: { APL_MEMBERS: '{}' } })), 'invalid configuration: members (APL_MEMBERS): must be an array', 'JSON that is no list is the schema\'s to refuse');
 
   const fromFile = file('invalid.json', { limits: { entries_per_intent_max: 1000 }, tick_interval_ms: 1.5 });
   t.equal(refusal(t, () => loadConfig({ file: fromFile, env: {} })),
@@ -157,4 +158,9 @@ t.test('an admin tokens file named in the configuration must exist', async (t) =
   const missing = join(dir, 'no-such-tokens.json');
   const c = loadConfig({ env: { APL_ADMIN_TOKENS_FILE: missing, APL_DATA_DIR: join(dir, 'tokens') } });
   t.equal(refusal(t, () => loadPrincipals(c)), `admin_tokens_file: ${missing} does not exist`);
+});
+
+t.test('a list setting given by a variable that is not JSON says so, naming the variable', async (t) => {
+  t.equal(refusal(t, () => loadConfig({ env: { APL_MEMBERS: 'notjson' } })), 'invalid configuration: members (APL_MEMBERS): must be a JSON array, and "notjson" is not JSON (Unexpected token \'o\', "notjson" is not valid JSON)');
+  t.match(refusal(t, () => loadConfig({ env: { APL_ADMIN_PRINCIPALS: '[{"name":' } })), /^invalid configuration: admin_principals \(APL_ADMIN_PRINCIPALS\): must be a JSON array, and "\[\{\\"name\\":" is not JSON/);
 });

@@ -178,6 +178,8 @@ interface Key {
   path: string[];
   /** text is true for string settings (default a string, or null for a path not given). */
   text: boolean;
+  /** list is true for settings that hold a list, which a variable gives as JSON. */
+  list: boolean;
 }
 
 /** Every setting of the configuration, from the defaults. */
@@ -187,7 +189,7 @@ function keys(): Key[] {
   const walk = (o: Record<string, unknown>, prefix: string[]) => {
     for (const [k, v] of Object.entries(o)) {
       if (v !== null && typeof v === 'object' && !Array.isArray(v)) walk(v as Record<string, unknown>, [...prefix, k]);
-      else out.push({ path: [...prefix, k], text: v === null || typeof v === 'string' });
+      else out.push({ path: [...prefix, k], text: v === null || typeof v === 'string', list: Array.isArray(v) });
     }
   };
   walk(defaults, []);
@@ -203,6 +205,13 @@ export const envName = (path: string[]) => `APL_${path.join('_').toUpperCase()}`
 function envValue(text: string, key: Key): unknown {
   if (key.text) return text;
   const t = text.trim();
+  if (key.list) {
+    try {
+      return JSON.parse(t);
+    } catch (err) {
+      throw new ConfigError(`invalid configuration: ${key.path.join('.')} (${envName(key.path)}): must be a JSON array, and ${JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text)} is not JSON (${(err as Error).message})`);
+    }
+  }
   if (/^(-?\d+(\.\d+)?|true|false|null)$/.test(t) || t.startsWith('[') || t.startsWith('{')) {
     try {
       return JSON.parse(t);
@@ -217,7 +226,6 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-/** Loads the configuration: defaults, then the file, then the environment. */
 /** Variables of apl, the command line, which a node's environment may hold beside its own. */
 const CLI_VARIABLES = new Set(['APL_AGENT_URL', 'APL_ADMIN_URL', 'APL_CA', 'APL_AS', 'APL_ADMIN_TOKEN', 'APL_ATTESTATION']);
 
@@ -248,6 +256,7 @@ function editDistance(a: string, b: string): number {
   return prev[b.length]!;
 }
 
+/** Loads the configuration: defaults, then the file, then the environment. */
 export function loadConfig(opts: { file?: string | undefined; env?: NodeJS.ProcessEnv } = {}): Config {
   const env = opts.env ?? process.env;
   let raw: Record<string, unknown> = {};

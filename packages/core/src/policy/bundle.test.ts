@@ -122,6 +122,7 @@ t.test('every draft-time mistake names the rule and the field', async (t) => {
     ['a right side of null', { rules: [rule({ when: [{ left: 'tick', op: 'gt', right: null }] })] },
       ['rules.0.when.0.right: rule R-x: right must be a string (at most 256 characters), an integer, a boolean, or a list of them']],
     ['an empty basis', { rules: [rule({ basis: '' })] }, ['rules.0.basis: rule R-x: basis must not be empty']],
+    ['33 conditions', { rules: [rule({ when: Array.from({ length: 33 }, () => ({ left: 'tick', op: 'gt', right: 1 })) })] }, ['rules.0.when: rule R-x: when must hold at most 32 conditions']],
     ['a description too long', { description: 'x'.repeat(4097), rules: [rule()] }, ['description: description must be at most 4096 characters']],
     ['a deadline too far', { rules: [rule({ obligations: [{ id: 'O-1', action: 'receipt.attach', deadline_ticks: 1_000_000_001 }] })] },
       ['rules.0.obligations.0.deadline_ticks: rule R-x, obligation O-1: deadline_ticks must be a number of ticks from 1 to 1000000000']],

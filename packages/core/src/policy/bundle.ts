@@ -53,16 +53,16 @@ const Repair = z.strictObject({
   id: DutyId,
   action: ActionPattern,
   deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, `a number of ticks from 1 to ${DEADLINE_TICKS_MAX}`),
-  blocks: z.array(ActionPattern).max(16).optional(),
-  discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
+  blocks: z.array(ActionPattern).max(16, 'must list at most 16 action patterns').optional(),
+  discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX, `must hold at most ${CONDITIONS_COUNT_MAX} conditions`).optional(),
 });
 
 const ObligationDef = z.strictObject({
   id: DutyId,
   action: ActionPattern,
   deadline_ticks: intIn(1, DEADLINE_TICKS_MAX, `a number of ticks from 1 to ${DEADLINE_TICKS_MAX}`),
-  discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
-  repair: z.array(Repair).max(8).optional(),
+  discharge_when: z.array(Condition).max(CONDITIONS_COUNT_MAX, `must hold at most ${CONDITIONS_COUNT_MAX} conditions`).optional(),
+  repair: z.array(Repair).max(8, 'must hold at most 8 repair duties').optional(),
 });
 
 const Rule = z.strictObject({
@@ -70,8 +70,8 @@ const Rule = z.strictObject({
   modality: z.enum(['permission', 'prohibition'], { error: 'must be permission or prohibition' }),
   priority: intIn(0, 1_000_000, 'an integer from 0 to 1000000 (lower wins)'),
   match: z.strictObject({ action: ActionPattern }),
-  when: z.array(Condition).max(CONDITIONS_COUNT_MAX).optional(),
-  obligations: z.array(ObligationDef).max(16).optional(),
+  when: z.array(Condition).max(CONDITIONS_COUNT_MAX, `must hold at most ${CONDITIONS_COUNT_MAX} conditions`).optional(),
+  obligations: z.array(ObligationDef).max(16, 'must hold at most 16 obligations').optional(),
   single_currency: z.boolean().optional(),
   basis: z.string().min(1, 'must not be empty').max(1024, 'must be at most 1024 characters'),
 });
