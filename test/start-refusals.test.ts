@@ -30,6 +30,10 @@ t.test('a port another process holds: exit 2, naming the plane and its setting',
   const r = start(nodeEnv(join(dir, 'port'), { APL_ADMIN_PORT: String(port) }));
   t.equal(r.status, 2, r.stderr);
   t.equal(r.stderr.trim(), `cannot listen on 127.0.0.1:${port} for the admin plane (admin_port, APL_ADMIN_PORT): another process listens there (EADDRINUSE). Stop what holds it, or give this node another port.`);
+  // The agent plane binds on a thread of its own, which hands its error over whole.
+  const agent = start(nodeEnv(join(dir, 'port-agent'), { APL_AGENT_PORT: String(port) }));
+  t.equal(agent.status, 2, agent.stderr);
+  t.equal(agent.stderr.trim(), `cannot listen on 127.0.0.1:${port} for the agent plane (agent_port, APL_AGENT_PORT): another process listens there (EADDRINUSE). Stop what holds it, or give this node another port.`);
 });
 
 t.test('an option it does not know: exit 2 with the usage', async (t) => {

@@ -106,5 +106,5 @@ listen(server, data.port, data.host).then(
     }));
     send({ kind: 'listening', url });
   },
-  (err: Error) => send({ kind: 'failed', message: err.message, code: (err as { code?: string }).code ?? null }),
+  (err: NodeJS.ErrnoException & { port?: number; address?: string }) => send({ kind: 'failed', message: err.message, code: err.code ?? null, ...(err.syscall === undefined ? {} : { syscall: err.syscall }), ...(err.port === undefined ? {} : { port: err.port }), ...(err.address === undefined ? {} : { address: err.address }) }),
 );

@@ -46,7 +46,7 @@ export type AgentCall = { id: number } & (
 
 export type FromAgentThread =
   | { kind: 'listening'; url: string }
-  | { kind: 'failed'; message: string; code: string | null }
+  | { kind: 'failed'; message: string; code: string | null; syscall?: string; port?: number; address?: string }
   | { kind: 'out'; calls: AgentCall[]; lines: string }
   | { kind: 'metrics'; id: number; json: MetricsJson; error?: string }
   | { kind: 'closed' };
@@ -115,7 +115,9 @@ export class AgentThread {
           resolve(thread);
         } else if (m.kind === 'failed') {
           void worker.terminate();
-          reject(Object.assign(new Error(m.message), m.code === null ? {} : { code: m.code }));
+          // The listener's error as binding here would give it: its code, and what it bound.
+          const { message, code, syscall, port, address } = m;
+          reject(Object.assign(new Error(message), code === null ? {} : { code }, { syscall, port, address }));
         } else {
           thread?.receive(m);
         }
