@@ -157,6 +157,28 @@ t.test('admin operations refuse duplicates, unknown references and missing roles
   t.same(dup.result, { ok: false, error: { error: 'already_exists', message: 'Party party_acme already exists.', id: 'party_acme' } });
 });
 
+t.test('an intent of version 2 counts an obligation with repair duties as its duties: no breach takes the party past the limit', async (t) => {
+  const repairs = Array.from({ length: 8 }, (_, k) => ({ id: `D-r${k}`, action: 'purchase.refund', deadline_ticks: 1000 }));
+  const bundle = { rules: [{ id: 'R-buy', modality: 'permission', priority: 1, match: { action: 'purchase.*' }, basis: 'b',
+    obligations: [{ id: 'O-r', action: 'receipt.attach', deadline_ticks: 2, repair: repairs }] }] };
+  const pending = (a: unknown) => ((a as { result: { value: { outcome: { obligations_pending: unknown[] } } } }).result.value.outcome.obligations_pending.length);
+  const h = Harness.bootstrap(bundle);
+  const per = LIMITS.obligationsOwedMax / 8;
+  for (let i = 0; i < per; i++) h.ok(intent({ v: 2, transaction: `txn_r${i}`, entries: [] }));
+  const over = h.run(intent({ v: 2, transaction: 'txn_r_over', entries: [] }));
+  t.same(over.result, { ok: false, error: { error: 'substrate_rejected', kind: 'validation',
+    message: `The party's obligations count ${LIMITS.obligationsOwedMax} against its limit of ${LIMITS.obligationsOwedMax} (an obligation with repair duties counts as the duties its breach would create); this intent would add 8. Discharge some first.` } });
+  h.tick(3);
+  const after = h.run(intent({ v: 2, transaction: 'txn_r_look', entries: [], action: { action: 'refund.look', bindings: {} } }));
+  t.equal(pending(after), LIMITS.obligationsOwedMax, `every one breached: ${per} obligations became ${LIMITS.obligationsOwedMax} repair duties, none beyond the limit`);
+
+  // A log written by version 1 is judged as it was, so that it replays and verifies the same.
+  const old = Harness.bootstrap(bundle);
+  for (let i = 0; i < per + 8; i++) old.ok(intent({ v: 1, transaction: `txn_r${i}`, entries: [] }));
+  old.tick(3);
+  t.equal(pending(old.run(intent({ v: 1, transaction: 'txn_r_look', entries: [], action: { action: 'refund.look', bindings: {} } }))), (per + 8) * 8, 'version 1 counted each obligation once');
+});
+
 t.test('unbinding an agent or removing its trust root stops its intents at the commit point', async (t) => {
   const h = Harness.bootstrap();
   h.admin('RemoveTrustRoot', { issuer: ISSUER });

@@ -15,7 +15,7 @@
  */
 import { assert, fail, ok, substrate, type LedgerError, type Result } from './errors.js';
 import { commitPostings, legTotals, planPostings } from './journal.js';
-import { createObligations, discharge, pendingFor } from './obligations.js';
+import { createObligations, discharge, owedFootprint, pendingFor } from './obligations.js';
 import type { SubmitIntent } from './ops.js';
 import { grantingCapability, matchesPattern } from './patterns.js';
 import type { Facts } from './policy/conditions.js';
@@ -67,17 +67,23 @@ export function applyIntent(state: State, op: SubmitIntent, logIndex: number): R
   };
   const j = judge(state, policy, facts);
   const posted = j.verdict === 'Permitted';
-  const owed = state.owed.get(party)?.length ?? 0;
-  const owing = posted && j.permission ? j.permission.obligations.length : 0;
+  // Version 2 counts an obligation with repair duties as the duties its breach would
+  // create, so that no breach takes the party past the limit (the owed list, and every
+  // outcome that carries it, stays bounded); version 1 counted each obligation once.
+  const countRepairs = op.v >= 2;
+  const owedList = state.owed.get(party) ?? [];
+  const owed = countRepairs ? owedFootprint(owedList) : owedList.length;
+  const owing = !posted || !j.permission ? 0 : countRepairs ? j.permission.obligations.reduce((n, def) => n + Math.max(1, def.repair.length), 0) : j.permission.obligations.length;
   if (owing > 0 && owed + owing > LIMITS.obligationsOwedMax) {
-    return substrate(`The party already owes ${owed} obligations; this intent would add ${owing}, beyond the limit of ${LIMITS.obligationsOwedMax}. Discharge some first.`);
+    if (!countRepairs) return substrate(`The party already owes ${owed} obligations; this intent would add ${owing}, beyond the limit of ${LIMITS.obligationsOwedMax}. Discharge some first.`);
+    return substrate(`The party's obligations count ${owed} against its limit of ${LIMITS.obligationsOwedMax} (an obligation with repair duties counts as the duties its breach would create); this intent would add ${owing}. Discharge some first.`);
   }
   let created: string[] = [];
   if (posted) {
     commitPostings(state, postings.plans);
     commitUsage(state, usage.plans);
     if (j.discharges) discharge(state, j.discharges, op.transaction);
-    if (j.permission) created = createObligations(state, j.permission, policy, party, op.transaction);
+    if (j.permission) created = createObligations(state, j.permission, policy, party, op.transaction, countRepairs);
   }
 
   const outcome: Outcome = {

@@ -30,8 +30,20 @@ export function owedBy(state: State, party: string): OwedEntry[] {
   return state.owed.get(party) ?? [];
 }
 
-function owedEntry(o: Obligation): OwedEntry {
-  return { id: o.id, rule: o.rule, action: o.action, deadline_tick: o.deadline_tick, state: o.state, repair_of: o.repair_of, blocks: o.blocks };
+function owedEntry(o: Obligation, repairs: number): OwedEntry {
+  const e: OwedEntry = { id: o.id, rule: o.rule, action: o.action, deadline_tick: o.deadline_tick, state: o.state, repair_of: o.repair_of, blocks: o.blocks };
+  if (repairs > 0 && o.state === 'open' && o.repair_of === null) e.repairs = repairs;
+  return e;
+}
+
+/**
+ * What a party's owed obligations count against its limit: one each, but an open
+ * obligation whose breach would create repair duties counts as those duties. A breach
+ * then replaces it by as many as it counted, so no breach takes the party past the
+ * limit.
+ */
+export function owedFootprint(owed: readonly OwedEntry[]): number {
+  return owed.reduce((n, e) => n + Math.max(1, e.repairs ?? 0), 0);
 }
 
 /**
@@ -39,12 +51,12 @@ function owedEntry(o: Obligation): OwedEntry {
  * in or leaves its party's owed list, and leaves the deadline index once not open.
  * `before` is its previous state, or null for a new one.
  */
-function save(state: State, o: Obligation, before: Obligation | null): void {
+function save(state: State, o: Obligation, before: Obligation | null, repairs = 0): void {
   state.putObligation(o, before === null);
   const list = owedBy(state, o.party);
   const at = list.findIndex((e) => e.id === o.id);
   let next: OwedEntry[] = list;
-  if (isOwed(o)) next = at < 0 ? [...list, owedEntry(o)] : list.map((e, k) => (k === at ? owedEntry(o) : e));
+  if (isOwed(o)) next = at < 0 ? [...list, owedEntry(o, repairs)] : list.map((e, k) => (k === at ? owedEntry(o, e.repairs ?? 0) : e));
   else if (at >= 0) next = list.filter((_, k) => k !== at);
   if (next !== list) {
     if (next.length === 0) state.owed.delete(o.party);
@@ -54,8 +66,12 @@ function save(state: State, o: Obligation, before: Obligation | null): void {
   if (before !== null && before.state === 'open' && o.state !== 'open') state.removeDue(before);
 }
 
-/** Creates the obligations a permitted intent owes under its winning rule; returns their ids. */
-export function createObligations(state: State, rule: CompiledRule, policy: Policy, party: string, transaction: string): string[] {
+/**
+ * Creates the obligations a permitted intent owes under its winning rule; returns their
+ * ids. `countRepairs` (an intent of version 2) records in the owed index what each
+ * counts against the party's limit.
+ */
+export function createObligations(state: State, rule: CompiledRule, policy: Policy, party: string, transaction: string, countRepairs: boolean): string[] {
   return rule.obligations.map((def) => {
     const o: Obligation = {
       id: `obl_${transaction}_${def.id}`,
@@ -76,7 +92,7 @@ export function createObligations(state: State, rule: CompiledRule, policy: Poli
       breached_at_tick: null,
     };
     // The id is unique within the party: its transaction id is (the store checks new keys).
-    save(state, o, null);
+    save(state, o, null, countRepairs ? def.repair.length : 0);
     return o.id;
   });
 }

@@ -40,9 +40,17 @@ export type Authority = z.output<typeof Authority>;
 
 const v1 = z.literal(1);
 
+/**
+ * An intent's version. 2 counts an obligation with repair duties against the party's
+ * limit as the duties its breach would create (intent.ts); 1 counted it once, so that
+ * breaches could take a party past the limit. A log's intents of version 1 are judged
+ * as they were, so that it replays and verifies the same.
+ */
+export const INTENT_VERSION = 2;
+
 export const SubmitIntent = z.strictObject({
   type: z.literal('SubmitIntent'),
-  v: v1,
+  v: z.union([v1, z.literal(INTENT_VERSION)]),
   transaction: TransactionId,
   agent: AgentUri,
   entries: z.array(Entry).max(LIMITS.entriesCountMax),

@@ -83,7 +83,7 @@ const SCHEMAS: Record<keyof typeof TABLES, z.ZodType> = {
     blocks: z.array(str), discharge_when: z.array(condition), repair: z.array(repair),
     discharged_by: nullable(str), discharged_at_tick: nullable(int), breached_at_tick: nullable(int),
   }),
-  owed: z.array(z.object({ id: str, rule: str, action: str, deadline_tick: int, state: obligationState, repair_of: nullable(str), blocks: z.array(str) })),
+  owed: z.array(z.object({ id: str, rule: str, action: str, deadline_tick: int, state: obligationState, repair_of: nullable(str), blocks: z.array(str), repairs: int.optional() })),
   obligationTick: int,
   due: z.literal(''),
   transaction: int,

@@ -124,6 +124,12 @@ export interface OwedEntry {
   state: ObligationState;
   repair_of: string | null;
   blocks: string[];
+  /**
+   * repairs: of an open obligation an intent of version 2 created, the repair duties
+   * its breach would create, when it has any; it counts that many against the party's
+   * limit (intent.ts). Absent otherwise, and on what version 1 created (counted once).
+   */
+  repairs?: number;
 }
 
 export interface Provenance {

@@ -17,7 +17,7 @@
  * usage balance answers exactly what a missing one answers.
  */
 import {
-  AGENT_URI, accountView, grantingCapability, obligationView, outcomeView, outcomeWithHash,
+  AGENT_URI, INTENT_VERSION, accountView, grantingCapability, obligationView, outcomeView, outcomeWithHash,
   pinFailure, policyView, sha256Hex, stringifyJson, transactionView, usageReport,
   type Applied, type IntentResult, type Operation,
 } from '@apl/core';
@@ -149,7 +149,7 @@ async function intent(o: GatewayOptions, call: IntentCall, headers: Record<strin
 
   const op: Operation = {
     type: 'SubmitIntent',
-    v: 1,
+    v: INTENT_VERSION,
     transaction: env.transaction,
     agent: env.agent,
     entries: env.entries,
