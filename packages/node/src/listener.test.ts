@@ -1,0 +1,62 @@
+// Proves how a listener closes: an answer still being written when it closes closes
+// its connection (Connection: close), so that a client kept alive cannot send another
+// request on it; and a connection still open after the grace period is cut.
+import t from 'tap';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CERT_SCRIPT } from './devsetup.js';
+import { closeListener, limitedServer, listen } from './listener.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'apl-listener-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+execFileSync('bash', [CERT_SCRIPT, dir, 'n1'], { stdio: 'ignore' });
+const tls = { cert: readFileSync(join(dir, 'n1.pem')), key: readFileSync(join(dir, 'n1-key.pem')) };
+const ca = readFileSync(join(dir, 'ca.pem'));
+const http = { headers_timeout_ms: 2000, request_timeout_ms: 5000, keep_alive_timeout_ms: 5000, connections_max: 16 };
+
+t.test('an answer written after the listener began to close closes its connection', async (t) => {
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((r) => (release = r));
+  const server = limitedServer(tls, http);
+  server.on('request', (req, res) => {
+    if (req.url === '/hold') void held.then(() => res.end('late'));
+    else res.end('ok');
+  });
+  await listen(server, 0, '127.0.0.1');
+  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const agent = new Agent({ ca, keepAlive: true, maxSockets: 1 });
+  t.teardown(() => agent.destroy());
+  const get = (path: string) => new Promise<{ connection: string | undefined; body: string }>((resolve, reject) => {
+    request(`${url}${path}`, { agent }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ connection: res.headers.connection, body }));
+    }).on('error', reject).end();
+  });
+  t.equal((await get('/now')).connection, 'keep-alive', 'before, connections are kept alive');
+  const late = get('/hold');
+  await new Promise((r) => setTimeout(r, 100));
+  const closed = closeListener(server, 5_000);
+  release();
+  t.same(await late, { connection: 'close', body: 'late' }, 'answered, and its connection closed');
+  await closed;
+});
+
+t.test('a connection still open after the grace period is cut', async (t) => {
+  const server = limitedServer(tls, http);
+  server.on('request', () => undefined); // never answers
+  await listen(server, 0, '127.0.0.1');
+  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const agent = new Agent({ ca });
+  t.teardown(() => agent.destroy());
+  const cut = new Promise<string>((resolve) => {
+    request(`${url}/never`, { agent }, () => resolve('answered')).on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message)).end();
+  });
+  await new Promise((r) => setTimeout(r, 100));
+  await closeListener(server, 200);
+  t.equal(await cut, 'ECONNRESET', 'the request never answered is cut once the grace is over');
+});
