@@ -96,7 +96,7 @@ async function start() {
   // Without names: the members in force, as a running member says (the log holds them,
   // not a config file), else as the cluster last said (membersFile); the first time n1..n3.
   const ids = named.length > 0 ? named : inForce(await currentMembers(alive) ?? lastMembers()) ?? IDS;
-  const configs = ids.map((id) => JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')));
+  const configs = ids.map(deployConfig);
   const pids = { ...alive };
   const started = [];
   /** where each started member's log began this time, to read only its own lines. */
@@ -137,10 +137,9 @@ async function start() {
   }
   writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
   writeFileSync(portsFile, `${JSON.stringify(ports)}\n`);
-  const self = (c) => local(c.members).find((m) => m.id === c.node_id);
   // A spare started for the first time waits to be added: there is no primary to wait for.
-  if (configs.every((c) => c.cluster_state === 'join' && !everStarted.includes(c.node_id))) return printJoining(configs.map(self));
-  const members = Object.keys(pids).filter((id) => !removed(id)).sort().map((id) => self(JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8'))));
+  if (configs.every((c) => c.cluster_state === 'join' && !everStarted.includes(c.node_id))) return printJoining(configs.map(self), everStarted);
+  const members = Object.keys(pids).filter((id) => !removed(id)).sort().map((id) => self(deployConfig(id)));
   const primary = await electedLeader(members);
   const leader = primary.node;
   writeMembers(primary);
@@ -166,8 +165,7 @@ async function currentMembers(pids) {
   if (ca === null || !existsSync(tokens)) return null;
   const token = JSON.parse(readFileSync(tokens, 'utf8'))['dev-author'].token;
   for (const id of Object.keys(pids).filter((x) => !removed(x))) {
-    const config = JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8'));
-    const view = await get(`${local(config.members).find((m) => m.id === id).admin_url}/admin/v1/cluster`, token, ca).catch(() => null);
+    const view = await get(`${self(deployConfig(id)).admin_url}/admin/v1/cluster`, token, ca).catch(() => null);
     if (view !== null && view.voters.length > 0) return view;
   }
   return null;
@@ -207,11 +205,10 @@ function aplArgs(members) {
   return defaults ? '' : `--data-dir ${dir} --admin-url ${members.map((m) => m.admin_url).join(',')} `;
 }
 
-/** A spare started: what to run next to add it. */
-function printJoining(started) {
+/** Spares started for the first time: what to run next to add them. */
+function printJoining(started, everStarted) {
   // apl reaches the members that ran before (the spares' own admin planes cannot add them).
-  const everStarted = existsSync(startedFile) ? JSON.parse(readFileSync(startedFile, 'utf8')) : [];
-  const members = local(JSON.parse(readFileSync(join(REPO, 'deploy', `${started[0].id}.json`), 'utf8')).members).filter((m) => everStarted.includes(m.id) && !started.some((x) => x.id === m.id) && !removed(m.id));
+  const members = local(deployConfig(started[0].id).members).filter((m) => everStarted.includes(m.id) && !started.some((x) => x.id === m.id) && !removed(m.id));
   const lines = [''];
   for (const m of started) {
     lines.push(
@@ -337,6 +334,16 @@ function describe(layout) {
 function port(id, kind, configured) {
   if (!('base' in ports)) return configured + ports.offset;
   return ports.base + 3 * [...IDS, ...SPARES].indexOf(id) + ['agent', 'admin', 'peer'].indexOf(kind);
+}
+
+/** A member's config file, deploy/<id>.json. */
+function deployConfig(id) {
+  return JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8'));
+}
+
+/** A config's own entry among its members, as reached here. */
+function self(config) {
+  return local(config.members).find((m) => m.id === config.node_id);
 }
 
 /** A config's members as they are reached here: every peer at 127.0.0.1, every port placed (port). */

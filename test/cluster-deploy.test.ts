@@ -140,8 +140,7 @@ t.test('npm run cluster --base-port puts every member\'s ports in one window; po
   const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-window-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const script = join(REPO, 'scripts', 'cluster.mjs');
-  const env = { ...process.env };
-  for (const name of ['APL_HOST', 'APL_AGENT_PORT', 'APL_ADMIN_PORT', 'APL_PEER_PORT', 'APL_MEMBERS']) delete env[name];
+  const env = scriptEnv();
   const base = await freeWindow(15);
   const args = ['--dir', dir, '--base-port', String(base)];
   const ignored = spawnSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', env: { ...env, APL_AGENT_PORT: '8443' }, timeout: 60_000 });
@@ -165,8 +164,7 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-members-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const script = join(REPO, 'scripts', 'cluster.mjs');
-  const env = { ...process.env };
-  for (const name of ['APL_HOST', 'APL_AGENT_PORT', 'APL_ADMIN_PORT', 'APL_PEER_PORT', 'APL_MEMBERS']) delete env[name];
+  const env = scriptEnv();
   const base = await freeWindow(15);
   const run = (...args: string[]) => spawnSync(process.execPath, [script, ...args, '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
   t.teardown(() => run('stop'));
@@ -210,6 +208,13 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   t.equal(bad.status, 1);
   t.equal(bad.stderr, 'unknown option --bogus: the options are --dir, --port-offset, --base-port and --help; npm run cluster -- --help says more\n');
 });
+
+/** This process's environment without the variables npm run cluster refuses (it sets each member's address). */
+function scriptEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ['APL_HOST', 'APL_AGENT_PORT', 'APL_ADMIN_PORT', 'APL_PEER_PORT', 'APL_MEMBERS']) delete env[name];
+  return env;
+}
 
 /** A window of `size` ports free on 127.0.0.1, below the kernel's ephemeral range. */
 async function freeWindow(size: number): Promise<number> {

@@ -220,13 +220,7 @@ t.test('the connection cap closes the connections beyond it, and frees the place
   t.ok(still.length >= CONNECTIONS_MAX - 5, `and the cap is what limits them (${still.length})`);
   for (const s of held) s.destroy();
   await new Promise((r) => setTimeout(r, 300));
-  const pool = new Pool(server.proc.agentUrl, { connections: 1, connect: { ca } });
-  try {
-    const r = await post(pool, intent(good[0]!));
-    t.equal(r.status, 200, 'once they are gone a new connection is served');
-  } finally {
-    await pool.close();
-  }
+  t.equal(await statusOnNewConnection(), 200, 'once they are gone a new connection is served');
 });
 
 t.test('connections that never finish the TLS handshake are dropped at the headers timeout and free their places', async (t) => {
@@ -242,11 +236,15 @@ t.test('connections that never finish the TLS handshake are dropped at the heade
   t.ok(dropped, `the server closed every one within ${HEADERS_TIMEOUT_MS * 5} ms (its headers timeout is ${HEADERS_TIMEOUT_MS} ms)`);
   for (const { s } of sockets) s.destroy();
   await new Promise((r) => setTimeout(r, 300));
+  t.equal(await statusOnNewConnection(), 200, 'and a new connection is served: their places were freed');
+});
+
+/** The status of a well-behaved agent's intent sent on a connection of its own. */
+async function statusOnNewConnection(): Promise<number> {
   const pool = new Pool(server.proc.agentUrl, { connections: 1, connect: { ca } });
   try {
-    const r = await post(pool, intent(good[0]!));
-    t.equal(r.status, 200, 'and a new connection is served: their places were freed');
+    return (await post(pool, intent(good[0]!))).status;
   } finally {
     await pool.close();
   }
-});
+}

@@ -87,7 +87,7 @@ export class Transport {
         answer = await this.once(this.urls[i]!, method, path, out);
       } catch (err) {
         // Refused before anything was sent: another replica may be up.
-        const untried = this.urls.findIndex((_, k) => !tried.has(k));
+        const untried = this.untried(tried);
         if ((err as TransportError).code !== 'ECONNREFUSED' || untried < 0) throw err;
         i = untried;
         continue;
@@ -119,7 +119,7 @@ export class Transport {
         this.current = i;
         return res;
       } catch (err) {
-        const untried = this.urls.findIndex((_, k) => !tried.has(k));
+        const untried = this.untried(tried);
         if ((err as TransportError).code !== 'ECONNREFUSED' || untried < 0) throw err;
         i = untried;
       }
@@ -142,6 +142,11 @@ export class Transport {
     this.agent.destroy();
   }
 
+  /** The first configured address not yet tried for this request, or -1. */
+  private untried(tried: Set<number>): number {
+    return this.urls.findIndex((_, k) => !tried.has(k));
+  }
+
   /** Where a 421 sends the request next: the primary it names if configured, else an untried address, else null. */
   private nextAfter421(answer: Answer, tried: Set<number>): number | null {
     let named: string | null = null;
@@ -153,7 +158,7 @@ export class Transport {
     }
     const j = named === null ? -1 : this.urls.indexOf(named);
     if (j >= 0 && !tried.has(j)) return j;
-    const untried = this.urls.findIndex((_, k) => !tried.has(k));
+    const untried = this.untried(tried);
     return untried >= 0 ? untried : null;
   }
 
