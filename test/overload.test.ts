@@ -158,6 +158,7 @@ async function measure(goodPool: Pool): Promise<Attempt> {
 t.test('abuse does not slow the other agents, the flooder gets 429, slow-loris connections are closed', async (t) => {
   const goodPool = new Pool(server.proc.agentUrl, { connections: 8, connect: { ca } });
   try {
+    const timedOutBefore = await refused('request_timeout');
     await wellBehaved(goodPool); // warm-up: JIT, caches, connections
     // A slowdown the abuse causes shows in every attempt; a burst of other work on a
     // shared machine (tap runs other files beside this one) does not, so the bound
@@ -200,6 +201,8 @@ t.test('abuse does not slow the other agents, the flooder gets 429, slow-loris c
     t.ok(answered.length > 0 && answered.every((c) => c.answer.startsWith('HTTP/1.1 408 ') && c.answer.includes('"error":"request_timeout"')),
       `those answered got 408 request_timeout (${answered.length} of ${closed.length})`);
     t.ok(closed.every((c) => c.closedAfterMs >= HEADERS_TIMEOUT_MS * 0.9), 'and none before its time');
+    const timedOut = (await refused('request_timeout')) - timedOutBefore;
+    t.ok(timedOut >= answered.length, `the metrics count them (${timedOut} request_timeout, ${answered.length} answered 408)`);
   } finally {
     await goodPool.close();
   }
@@ -211,6 +214,7 @@ t.test('the connection cap closes the connections beyond it, and frees the place
     s.on('error', () => resolve(null));
     s.on('close', () => resolve(null));
   });
+  const droppedBefore = await refused('connections_max');
   const sockets = await Promise.all(Array.from({ length: CONNECTIONS_MAX + 20 }, open));
   const held = sockets.filter((s): s is TLSSocket => s !== null && !s.destroyed);
   // Give the server a moment to drop what it refused after the handshake raced it.
@@ -218,12 +222,15 @@ t.test('the connection cap closes the connections beyond it, and frees the place
   const still = held.filter((s) => !s.destroyed);
   t.ok(still.length <= CONNECTIONS_MAX, `${still.length} connections open, at most ${CONNECTIONS_MAX}`);
   t.ok(still.length >= CONNECTIONS_MAX - 5, `and the cap is what limits them (${still.length})`);
+  const dropped = (await refused('connections_max')) - droppedBefore;
+  t.ok(dropped >= CONNECTIONS_MAX + 20 - held.length && dropped >= 15, `the metrics count the connections dropped at the cap (${dropped}; ${CONNECTIONS_MAX + 20 - held.length} never opened)`);
   for (const s of held) s.destroy();
   await new Promise((r) => setTimeout(r, 300));
   t.equal(await statusOnNewConnection(), 200, 'once they are gone a new connection is served');
 });
 
 t.test('connections that never finish the TLS handshake are dropped at the headers timeout and free their places', async (t) => {
+  const before = await refused('tls_handshake');
   // As many bare TCP connections as the cap allows, sending nothing: no handshake ever.
   const sockets = await Promise.all(Array.from({ length: CONNECTIONS_MAX }, () => new Promise<{ s: Socket; closed: Promise<void> }>((resolve) => {
     const s = tcpConnect(Number(url.port), url.hostname, () => resolve({ s, closed: new Promise((done) => s.once('close', () => done())) }));
@@ -234,10 +241,25 @@ t.test('connections that never finish the TLS handshake are dropped at the heade
     new Promise<boolean>((r) => setTimeout(() => r(false), HEADERS_TIMEOUT_MS * 5)),
   ]);
   t.ok(dropped, `the server closed every one within ${HEADERS_TIMEOUT_MS * 5} ms (its headers timeout is ${HEADERS_TIMEOUT_MS} ms)`);
+  t.equal((await refused('tls_handshake')) - before, CONNECTIONS_MAX, 'and the metrics count each as a TLS handshake not finished');
   for (const { s } of sockets) s.destroy();
   await new Promise((r) => setTimeout(r, 300));
   t.equal(await statusOnNewConnection(), 200, 'and a new connection is served: their places were freed');
 });
+
+/** apl_http_connections_refused_total of the agent plane for one reason, read from the node's /metrics. */
+async function refused(reason: string): Promise<number> {
+  const pool = new Pool(server.proc.adminUrl, { connections: 1, connect: { ca } });
+  try {
+    const res = await pool.request({ method: 'GET', path: '/metrics' });
+    const text = await res.body.text();
+    const line = text.split('\n').find((l) => l.startsWith('apl_http_connections_refused_total{') && l.includes('plane="agent"') && l.includes(`reason="${reason}"`));
+    if (line === undefined) throw new Error(`no apl_http_connections_refused_total for the agent plane and ${reason} in /metrics`);
+    return Number(line.slice(line.lastIndexOf(' ') + 1));
+  } finally {
+    await pool.close();
+  }
+}
 
 /** The status of a well-behaved agent's intent sent on a connection of its own. */
 async function statusOnNewConnection(): Promise<number> {

@@ -14,7 +14,7 @@ import { agentFrontEnd } from './agent-front.js';
 import type { AgentBackend, Answer } from './gateway.js';
 import { closeListener, limitedServer, listen, listenerUrl } from './listener.js';
 import { createLogger } from './log.js';
-import { httpMetrics } from './metrics.js';
+import { countRefusals, httpMetrics } from './metrics.js';
 import { withServer } from './openapi.js';
 import type { AgentThreadData, FromAgentThread, ToAgentThread, AgentCall } from './agent-thread.js';
 
@@ -92,7 +92,7 @@ port.on('message', (m: ToAgentThread) => {
   }
 });
 
-listen(server, data.port, data.host).then(
+listen(server, data.port, data.host, countRefusals(metrics, 'agent')).then(
   () => {
     const url = listenerUrl(data.host, server);
     // Attached in the same turn as the bind completes, before a connection can be accepted.

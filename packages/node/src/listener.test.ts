@@ -1,10 +1,12 @@
 // Proves how a listener closes: an answer still being written when it closes closes
 // its connection (Connection: close), so that a client kept alive cannot send another
-// request on it; and a connection still open after the grace period is cut.
+// request on it; and a connection still open after the grace period is cut. And that
+// what a listener refuses before a request reaches its plane is answered and told.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:https';
+import { connect } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +28,7 @@ t.test('an answer written after the listener began to close closes its connectio
     if (req.url === '/hold') void held.then(() => res.end('late'));
     else res.end('ok');
   });
-  await listen(server, 0, '127.0.0.1');
+  await listen(server, 0, '127.0.0.1', () => undefined);
   const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const agent = new Agent({ ca, keepAlive: true, maxSockets: 1 });
   t.teardown(() => agent.destroy());
@@ -49,7 +51,7 @@ t.test('an answer written after the listener began to close closes its connectio
 t.test('a connection still open after the grace period is cut', async (t) => {
   const server = limitedServer(tls, http);
   server.on('request', () => undefined); // never answers
-  await listen(server, 0, '127.0.0.1');
+  await listen(server, 0, '127.0.0.1', () => undefined);
   const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const agent = new Agent({ ca });
   t.teardown(() => agent.destroy());
@@ -59,4 +61,24 @@ t.test('a connection still open after the grace period is cut', async (t) => {
   await new Promise((r) => setTimeout(r, 100));
   await closeListener(server, 200);
   t.equal(await cut, 'ECONNRESET', 'the request never answered is cut once the grace is over');
+});
+
+t.test('a request Node.js cannot read, or one with an unsupported Expect, is answered and told as refused', async (t) => {
+  const reasons: string[] = [];
+  const server = limitedServer(tls, http);
+  server.on('request', (_req, res) => res.end('ok'));
+  await listen(server, 0, '127.0.0.1', (reason) => reasons.push(reason));
+  t.teardown(() => closeListener(server, 100));
+  const port = (server.address() as AddressInfo).port;
+  const raw = (text: string) => new Promise<string>((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () => s.end(text));
+    let answer = '';
+    s.on('data', (c: Buffer) => (answer += c.toString()));
+    s.on('close', () => resolve(answer));
+    s.on('error', reject);
+  });
+  t.match(await raw('NOT HTTP AT ALL\r\n\r\n'), /^HTTP\/1\.1 400 [^]*"error":"malformed_request"/);
+  t.match(await raw('GET / HTTP/1.1\r\nHost: localhost\r\nExpect: later\r\nContent-Length: 0\r\n\r\n'), /^HTTP\/1\.1 417 [^]*"error":"expectation_failed"/);
+  t.match(await raw('GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'), /^HTTP\/1\.1 200 /, 'a request it can read reaches the plane');
+  t.same(reasons, ['malformed_request', 'expectation_failed']);
 });

@@ -11,6 +11,10 @@ import { createServer, type Server, type ServerOptions } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from './config.js';
 import { JSON_TYPE } from './http.js';
+import type { ConnectionRefusal } from './metrics.js';
+
+/** Told of each connection a listener refuses or closes before a request reaches its plane (counted in the metrics). */
+export type OnRefused = (reason: ConnectionRefusal) => void;
 
 /** How often Node.js checks open requests against the timeouts, at most; at least 4 checks per headers timeout. */
 const CHECK_INTERVAL_MAX_MS = 1000;
@@ -74,9 +78,13 @@ export function closeListener(server: Server, graceMs = CLOSE_GRACE_MS): Promise
  * A request Node's HTTP parser refuses (a bad request line, headers too large) never
  * reaches Express; it is answered here with the same `{error, message}` body, and so
  * is an `Expect` header other than 100-continue (Node.js would answer 417 with no body).
+ * Each of these, and each connection dropped unanswered, is told to `refused`.
  */
-function answerParseErrors(server: Server): void {
+function answerParseErrors(server: Server, refused: OnRefused): void {
+  // Node.js closes a connection beyond server.maxConnections as soon as it is accepted.
+  server.on('drop', () => refused('connections_max'));
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    refused('expectation_failed');
     const body = JSON.stringify({ error: 'expectation_failed', message: `Expect: ${String(req.headers.expect)} is not supported; only 100-continue is.` });
     res.writeHead(417, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
     res.end(req.method === 'HEAD' ? undefined : body);
@@ -103,6 +111,8 @@ function answerParseErrors(server: Server): void {
     // A connection whose TLS handshake never finished (a handshake time-out, bytes
     // that are no ClientHello) has nowhere to write an answer to: ending it would
     // leave it open, holding one of http.connections_max for good. It is dropped.
+    // One whose client is already gone (not writable) is dropped too, uncounted.
+    if (!starts.has(socket as Socket)) refused('tls_handshake');
     if (!socket.writable || !starts.has(socket as Socket)) {
       socket.destroy();
       return;
@@ -110,6 +120,7 @@ function answerParseErrors(server: Server): void {
     // A request not all in by http.headers_timeout_ms or http.request_timeout_ms (listener.ts).
     const code = (err as { code?: string }).code;
     const late = code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    refused(late ? 'request_timeout' : 'malformed_request');
     const body = JSON.stringify(late
       ? { error: 'request_timeout', message: 'The request was not all received in time; the connection is closed.' }
       : code === 'HPE_HEADER_OVERFLOW'
@@ -125,9 +136,13 @@ export function listenerUrl(host: string, s: Server): string {
   return `https://${host.includes(':') ? `[${host}]` : host}:${(s.address() as AddressInfo).port}`;
 }
 
-/** Binds a listener (refusing unparsable requests with `{error, message}`); resolves once it listens. */
-export function listen(server: Server, port: number, host: string): Promise<Server> {
-  answerParseErrors(server);
+/**
+ * Binds a listener (refusing unparsable requests with `{error, message}`, and telling
+ * `refused` of each connection refused before a request reached the plane); resolves
+ * once it listens.
+ */
+export function listen(server: Server, port: number, host: string, refused: OnRefused): Promise<Server> {
+  answerParseErrors(server, refused);
   return new Promise((resolvePromise, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

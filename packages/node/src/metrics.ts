@@ -9,7 +9,22 @@
  */
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 
-/** The two metrics of every HTTP request, registered on `registry`. */
+/**
+ * Why a listener refused a connection, or closed it, before a request reached its plane
+ * (listener.ts): beyond `http.connections_max`; a TLS handshake that never finished; a
+ * request Node.js could not read as HTTP (400); one not all in by its time-out (408);
+ * an `Expect` header other than 100-continue (417).
+ */
+export const CONNECTION_REFUSALS = ['connections_max', 'tls_handshake', 'malformed_request', 'request_timeout', 'expectation_failed'] as const;
+export type ConnectionRefusal = (typeof CONNECTION_REFUSALS)[number];
+
+/** Counts the connections a plane's listener refuses (listener.ts `listen`); the plane's series start at 0. */
+export function countRefusals(m: { httpRefused: Counter<'plane' | 'reason'> }, plane: 'agent' | 'admin'): (reason: ConnectionRefusal) => void {
+  for (const reason of CONNECTION_REFUSALS) m.httpRefused.inc({ plane, reason }, 0);
+  return (reason) => m.httpRefused.inc({ plane, reason });
+}
+
+/** The metrics of every HTTP request, and of the connections refused before one, registered on `registry`. */
 export function httpMetrics(registry: Registry) {
   return {
     httpRequests: new Counter({
@@ -20,6 +35,11 @@ export function httpMetrics(registry: Registry) {
       name: 'apl_http_request_duration_seconds', help: 'Time to answer an HTTP request.',
       labelNames: ['plane', 'route'] as const, buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: [registry],
+    }),
+    httpRefused: new Counter({
+      name: 'apl_http_connections_refused_total',
+      help: 'Connections a listener refused or closed before a request reached its plane, by plane and reason.',
+      labelNames: ['plane', 'reason'] as const, registers: [registry],
     }),
   };
 }
@@ -35,6 +55,7 @@ export class Metrics {
   private readonly httpOwn = httpMetrics(this.http);
   readonly httpRequests = this.httpOwn.httpRequests;
   readonly httpDuration = this.httpOwn.httpDuration;
+  readonly httpRefused = this.httpOwn.httpRefused;
   /** Other threads' HTTP metrics, added in the exposition. */
   private httpElsewhere: (() => Promise<MetricsJson>) | null = null;
   readonly intents = new Counter({

@@ -22,7 +22,7 @@ import { agentBackend, type AgentBackend } from './gateway.js';
 import { closeListener, limitedServer, listen, listenerUrl } from './listener.js';
 import { createLogger, lineWriter, type Logger } from './log.js';
 import { memberContext, membersInForce, type MemberView } from './membership.js';
-import { Metrics } from './metrics.js';
+import { Metrics, countRefusals } from './metrics.js';
 import type { WrapDb } from './ledger-store.js';
 import { withServer } from './openapi.js';
 import { Queries } from './queries.js';
@@ -224,7 +224,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     removed: () => replica.removedAt !== null,
   }, { consumersMax: c.feed.consumers_max, heartbeatIntervalMs: c.feed.heartbeat_interval_ms, pageRecordsMax: c.feed.page_records_max, lagMsMax: c.feed.lag_ms_max }, log, metrics);
   const adminTls = c.admin_client_certs ? { ...tlsOptions, ca, requestCert: true, rejectUnauthorized: true } : tlsOptions;
-  const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host).catch((err: unknown) => undo(err, agent));
+  const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host, countRefusals(metrics, 'admin')).catch((err: unknown) => undo(err, agent));
   const adminUrl = listenerUrl(c.host, adminServer);
   adminServer.on('request', adminApp({
     node: {
@@ -338,7 +338,7 @@ export function readTls(files: { ca: string; cert: string; key: string }): { ca:
 }
 
 async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer; minVersion: 'TLSv1.2' }, log: Logger, metrics: Metrics): Promise<AgentPlane> {
-  const server = await listen(limitedServer(tls, c.http), c.agent_port, c.host);
+  const server = await listen(limitedServer(tls, c.http), c.agent_port, c.host, countRefusals(metrics, 'agent'));
   const url = listenerUrl(c.host, server);
   // The plane is attached in the same turn as the bind completes, before the event loop
   // can accept a connection; its document names the address really bound (port 0 picks one).
