@@ -20,7 +20,7 @@ t.test('debits equal credits per currency, not in total', async (t) => {
   t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 100n), leg('acc_books_a', 'Credit', 90n)]),
     'Debits and credits do not balance in USD: 100 debited, 90 credited.');
   t.equal(refusal(h, [leg('acc_cash_a', 'Debit', 100n, 'EUR'), leg('acc_books_a', 'Credit', 100n, 'USD')]),
-    'Debits and credits do not balance in EUR: 100 debited, 0 credited.');
+    'Debits and credits do not balance in EUR: 100 debited, 0 credited; in USD: 0 debited, 100 credited.', 'every currency that does not balance is named');
   const multi = [leg('acc_cash_a', 'Debit', 100n, 'EUR'), leg('acc_books_a', 'Credit', 100n, 'EUR'), leg('acc_cash_a', 'Debit', 7n), leg('acc_books_a', 'Credit', 3n), leg('acc_books_a', 'Credit', 4n)];
   t.equal(verdictOf(h.run(intent({ entries: multi }))), 'Permitted');
   t.same(accountView(h.state.accounts.get('acc_cash_a')!).balances, [

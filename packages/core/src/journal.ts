@@ -30,11 +30,12 @@ export function legTotals(entries: readonly Entry[]): Map<string, CurrencyTotals
 
 /** Plans the postings of an intent by `party`, or names the first law they break. */
 export function planPostings(state: State, party: string, entries: readonly Entry[]): { ok: true; plans: PostingPlan[] } | { ok: false; message: string } {
+  // Every currency that does not balance is named, so that one answer says all there is to fix.
+  const unbalanced: string[] = [];
   for (const [currency, t] of legTotals(entries)) {
-    if (t.debits !== t.credits) {
-      return { ok: false, message: `Debits and credits do not balance in ${currency}: ${t.debits} debited, ${t.credits} credited.` };
-    }
+    if (t.debits !== t.credits) unbalanced.push(`in ${currency}: ${t.debits} debited, ${t.credits} credited`);
   }
+  if (unbalanced.length > 0) return { ok: false, message: `Debits and credits do not balance ${unbalanced.join('; ')}.` };
   const plans: PostingPlan[] = [];
   const after = new Map<string, bigint>();
   for (const entry of entries) {
