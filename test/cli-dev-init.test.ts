@@ -55,6 +55,17 @@ t.test('a lost public key is derived from the private key, which is kept', async
   t.equal(s.code, EXIT.ok, `the node still accepts its attestations: ${s.stderr}`);
 });
 
+t.test('a capability a node would reject is refused when the attestation is minted', async (t) => {
+  for (const cap of ['purchase.b*', 'Purchase.book', 'purchase.*,*.book']) {
+    const r = await apl(['agent', 'attest', '--cap', cap]);
+    t.equal(r.code, EXIT.usage, cap);
+    t.match(r.stderr, /^apl: --cap \S+: not an action pattern; a node would reject the attestation\.\n  A capability is an action name/, cap);
+    t.equal(r.stdout, '', 'no attestation is printed');
+  }
+  const good = await apl(['agent', 'attest', '--cap', 'purchase.book,usage.*,*']);
+  t.equal(good.code, EXIT.ok, good.stderr);
+});
+
 t.test('a public key without its private key is refused, and nothing is made', async (t) => {
   const other = mkdtempSync(join(tmpdir(), 'apl-cli-init-nokey-'));
   t.teardown(() => rmSync(other, { recursive: true, force: true }));

@@ -183,8 +183,12 @@ function reject(why: string): Verification {
 function attestedFrom(claims: Record<string, unknown>, root: TrustRoot, token: string): Attested | string {
   const { sub, cap, jti, exp } = claims;
   if (typeof sub !== 'string' || sub.length === 0) return 'it has no sub claim';
-  if (!Array.isArray(cap) || cap.length > 64 || !cap.every((c) => typeof c === 'string' && c.length <= 128 && CAPABILITY.test(c))) {
+  if (!Array.isArray(cap) || cap.length > 64 || !cap.every((c) => typeof c === 'string' && c.length <= 128)) {
     return 'its cap claim is not a list of at most 64 capabilities (action patterns of at most 128 characters)';
+  }
+  const malformed = (cap as string[]).find((c) => !CAPABILITY.test(c));
+  if (malformed !== undefined) {
+    return `its capability ${JSON.stringify(malformed)} is not an action pattern: an action name (lower-case words joined by dots, as purchase.book), a name followed by .* (purchase.*), or * alone`;
   }
   if (jti !== undefined && (typeof jti !== 'string' || jti.length === 0 || jti.length > 256)) return 'its jti claim is not valid';
   return {

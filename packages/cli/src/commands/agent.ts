@@ -116,6 +116,9 @@ export function describeOutcome(o: Outcome, s?: Pick<Submission, 'replayed' | 'a
   return lines.join('\n');
 }
 
+/** A capability as a node accepts it (docs/decisions.md): an action name, `<name>.*`, or `*`. */
+const CAPABILITY = /^(\*|[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*(\.\*)?)$/;
+
 export function agentCommand(): Command {
   const agent = new Command('agent').description('act as an agent: attestations, intents, and the reads of its party');
 
@@ -139,6 +142,11 @@ export function agentCommand(): Command {
       const ttl = Number(o.ttl);
       if (!Number.isInteger(ttl) || ttl <= 0) throw new UsageError(`--ttl ${o.ttl}: expected a positive number of seconds.`);
       const capabilities = o.cap.split(',').map((c) => c.trim()).filter(Boolean);
+      const malformed = capabilities.find((c) => !CAPABILITY.test(c));
+      if (malformed !== undefined) {
+        throw new UsageError(`--cap ${malformed}: not an action pattern; a node would reject the attestation.`,
+          'A capability is an action name (lower-case words joined by dots, as purchase.book), a name followed by .* (purchase.*), or * alone.');
+      }
       const token = await mintAttestation(key, { issuer, subject, capabilities, audience: o.aud, ttlSeconds: ttl, jti: o.jti });
       out.result({ attestation: token, iss: issuer, sub: subject, cap: capabilities }, () => token);
     }));
