@@ -188,6 +188,14 @@ t.test('400 invalid_policy: a bad bundle is refused at drafting with each issue'
   isError(t, await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_null', bundle: null }), 400, {
     error: 'invalid_policy', message: 'Policy pol_null is not valid: the bundle: must be an object', issues: [{ path: '', message: 'the bundle: must be an object' }],
   });
+  const lower = 'rule R-x: currency is never "usd": it is always a currency code (3 to 12 capitals or digits, starting with a capital, as USD)';
+  isError(t, await n.adm('author', 'POST', '/admin/v1/policies', {
+    id: 'pol_lower', bundle: { rules: [{ id: 'R-x', modality: 'permission', priority: 1, match: { action: '*' }, when: [{ left: 'currency', op: 'eq', right: 'usd' }], basis: 'b' }] },
+  }), 400, { error: 'invalid_policy', message: `Policy pol_lower is not valid: ${lower}`, issues: [{ path: 'rules.0.when.0.right', message: lower }] });
+  const both = await n.adm('author', 'POST', '/admin/v1/policies', {
+    id: 'pol_both', bundle: { rules: [{ id: 'R-x', modality: 'permission', priority: 1, match: { action: '*' }, when: [{ left: 'currency', op: 'eq', right: 'usd' }, { left: 'amount', op: 'gt', right: 1 }], basis: 'b' }] },
+  });
+  t.same(both.body.issues, [{ path: 'rules.0.when.1.currency', message: 'rule R-x: a condition on amount names its currency' }, { path: 'rules.0.when.0.right', message: lower }], 'listed after what else is wrong');
   t.equal((await digest()).digest, before.digest, 'no draft was recorded');
   isError(t, await n.adm('author', 'GET', '/admin/v1/policies/pol_empty'), 404, { error: 'unknown_policy', message: 'No policy pol_empty exists.' });
 });
@@ -340,6 +348,8 @@ t.test('parties, accounts and usage balances: create and the admin reads, which 
   t.strictSame(acc.body, { account: 'acc_initech_cash', party: 'party_initech', balances: [] });
   const house = await n.adm('operator', 'POST', '/admin/v1/accounts', { id: 'acc_clearing' });
   t.strictSame(house.body, { account: 'acc_clearing', party: null, balances: [] });
+  const sentBack = await n.adm('operator', 'POST', '/admin/v1/accounts', { id: 'acc_clearing_2', party: null });
+  t.strictSame(sentBack.body, { account: 'acc_clearing_2', party: null, balances: [] }, 'a null party, as the read prints it, is no party');
   const read = await n.adm('approver', 'GET', '/admin/v1/accounts/acc_acme_cash');
   t.equal(read.status, 200);
   t.equal(read.body.party, 'party_acme');
@@ -354,6 +364,9 @@ t.test('parties, accounts and usage balances: create and the admin reads, which 
   const other = await n.adm('reviewer', 'GET', '/admin/v1/usages/usage_globex_llm');
   t.equal(other.body.owner, 'party_globex', 'any party\'s balance, with its owner');
   t.equal((await n.adm('reviewer', 'GET', '/admin/v1/usages/usage_unowned')).body.owner, null);
+  const nullOwner = await n.adm('operator', 'POST', '/admin/v1/usages', { id: 'usage_house_null', currency: 'USD', owner: null });
+  t.equal(nullOwner.status, 201, 'a null owner, as the read prints it, is no owner');
+  t.equal((await n.adm('reviewer', 'GET', '/admin/v1/usages/usage_house_null')).body.owner, null);
   isError(t, await n.adm('reviewer', 'GET', '/admin/v1/usages/usage_nope'), 404, { error: 'unknown_usage', message: 'No usage balance usage_nope exists.' });
 
   const pol = await n.adm('operator', 'GET', '/admin/v1/policies/pol_1');

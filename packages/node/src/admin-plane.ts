@@ -11,7 +11,7 @@
 import type { Express, Request, Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
-  AccountId, AgentUri, Issuer, PartyId, PolicyId, TABLES, UsageId, dryRun, mayPropose, policyView, roleRefusal, usageReport, accountView,
+  AccountId, AgentUri, Issuer, PartyId, PolicyId, TABLES, UsageId, compileBundle, dryRun, mayPropose, unmatchableValues, policyView, roleRefusal, usageReport, accountView,
   type AdminOperation, type Applied, type Operation, type Party, type Policy, type Principal, type TrustRoot,
 } from '@apl/core';
 import type { ConfChange, Status } from '@apl/raft';
@@ -174,7 +174,10 @@ export function adminApp(o: AdminOptions): Express {
     const { items, next } = await listed<string>(req, res, AgentsQuery, TABLES.agent.prefix, (agent, party) => ({ agent, party }));
     sendJson(res, 200, { agents: items, next });
   });
-  app.post('/admin/v1/accounts', ...mutation, async (req, res) => mutate(res, { type: 'OpenAccount', ...parseRequest(AccountRequest, req.body, 'account') }, true));
+  app.post('/admin/v1/accounts', ...mutation, async (req, res) => {
+    const { party, ...r } = parseRequest(AccountRequest, req.body, 'account');
+    await mutate(res, { type: 'OpenAccount', ...r, ...(party == null ? {} : { party }) }, true);
+  });
   app.get('/admin/v1/accounts/:id', async (req, res) => {
     const { id } = parseRequest(AccountParam, req.params, 'path');
     await barrier(res, readQuery(req));
@@ -182,7 +185,10 @@ export function adminApp(o: AdminOptions): Express {
     if (!a) throw new ApiError('unknown_account', `No account ${id} exists.`);
     sendJson(res, 200, accountView(a));
   });
-  app.post('/admin/v1/usages', ...mutation, async (req, res) => mutate(res, { type: 'OpenUsage', ...parseRequest(UsageRequest, req.body, 'usage balance') }, true));
+  app.post('/admin/v1/usages', ...mutation, async (req, res) => {
+    const { owner, ...r } = parseRequest(UsageRequest, req.body, 'usage balance');
+    await mutate(res, { type: 'OpenUsage', ...r, ...(owner == null ? {} : { owner }) }, true);
+  });
   app.get('/admin/v1/usages/:id', async (req, res) => {
     const { id } = parseRequest(UsageParam, req.params, 'path');
     await barrier(res, readQuery(req));
@@ -191,7 +197,19 @@ export function adminApp(o: AdminOptions): Express {
     sendJson(res, 200, { ...usageReport(u), owner: u.owner });
   });
 
-  app.post('/admin/v1/policies', ...mutation, async (req, res) => mutate(res, { type: 'DraftPolicy', ...parseRequest(PolicyRequest, req.body, 'policy') }, true));
+  app.post('/admin/v1/policies', ...mutation, async (req, res) => {
+    const draft = parseRequest(PolicyRequest, req.body, 'policy');
+    // The commit point checks the bundle as compileBundle does; a new draft is also held
+    // here, before it is proposed, to right sides that can never match (unmatchableValues),
+    // listed after whatever else is wrong with it.
+    const unmatchable = unmatchableValues(draft.bundle);
+    if (unmatchable.length > 0) {
+      const compiled = compileBundle(draft.bundle);
+      const issues = [...(compiled.ok ? [] : compiled.issues), ...unmatchable];
+      throw new ApiError('invalid_policy', `Policy ${draft.id} is not valid: ${issues[0]!.message}`, { issues });
+    }
+    await mutate(res, { type: 'DraftPolicy', ...draft }, true);
+  });
   for (const [step, type] of [['review', 'ReviewPolicy'], ['approve', 'ApprovePolicy'], ['activate', 'ActivatePolicy']] as const) {
     app.post(`/admin/v1/policies/:id/${step}`, ...mutation, async (req, res) => {
       const { id } = parseRequest(PolicyParam, req.params, 'path');

@@ -162,8 +162,9 @@ export const PartyRequest = z.strictObject({ id: PartyId });
 export const PartyView = z.strictObject({ id: z.string() });
 export const BindingRequest = z.strictObject({ agent: AgentUri, party: PartyId });
 export const BindingView = z.strictObject({ agent: z.string(), party: z.string().nullable() });
-export const AccountRequest = z.strictObject({ id: AccountId, party: PartyId.optional() });
-export const UsageRequest = z.strictObject({ id: UsageId, currency: Currency, owner: PartyId.optional() });
+// A null party or owner is taken as none, as the reads of what these create print it.
+export const AccountRequest = z.strictObject({ id: AccountId, party: PartyId.nullable().optional() });
+export const UsageRequest = z.strictObject({ id: UsageId, currency: Currency, owner: PartyId.nullable().optional() });
 export const PolicyRequest = z.strictObject({ id: PolicyId, bundle: z.unknown().meta({ description: 'A rule bundle (see docs/policy-language.md).' }) });
 export const LifecycleRequest = z.strictObject({ comment: Comment.optional() });
 const LIMIT_PHRASE = 'must be an integer from 1 to 1000';

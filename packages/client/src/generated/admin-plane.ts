@@ -465,7 +465,7 @@ export type components = {
         };
         AccountRequest: {
             id: string;
-            party?: string;
+            party?: string | null;
         };
         AdminUsageReport: {
             /** Format: int128 */
@@ -661,7 +661,7 @@ export type components = {
         UsageRequest: {
             currency: string;
             id: string;
-            owner?: string;
+            owner?: string | null;
         };
     };
     responses: never;

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { parseJson } from '../json.js';
 import { AUTHOR, Harness } from '../testing.js';
-import { bundleHash, compareBytes, compileBundle, type CompiledBundle } from './bundle.js';
+import { bundleHash, compareBytes, compileBundle, unmatchableValues, type CompiledBundle } from './bundle.js';
 
 const rule = (over: Record<string, unknown> = {}) => ({
   id: 'R-x', modality: 'permission', priority: 100, match: { action: 'purchase.*' }, basis: 'b', ...over,
@@ -190,4 +190,27 @@ t.test('a draft lists its problems of shape and of meaning together, not the fir
     'rules.0.when.1.left: rule R-x: the evaluator cannot read "amout" (it reads amount, currency, accounts, evidence, party, agent, action, tick, usage.consume, usage.meter, usage.bill, usage.balance and bindings.<name>)',
     'rules.1.when.0.currency: rule R-q: a condition on amount names its currency',
   ]);
+});
+
+t.test('right sides no value the evaluator reads can ever be are found; the commit point still compiles them', async (t) => {
+  const bundle = {
+    rules: [
+      rule({ when: [{ left: 'currency', op: 'eq', right: 'usd' }, { left: 'party', op: 'in', right: ['party_a', 'party a'] }] }),
+      rule({ id: 'R-y', modality: 'prohibition', when: [{ left: 'accounts', op: 'contains', right: 'cash' }, { left: 'action', op: 'ne', right: 'Purchase.Book' }] }),
+      rule({ id: 'R-z', obligations: [{ id: 'pay', action: 'invoice.pay', deadline_ticks: 5, discharge_when: [{ left: 'usage.balance', op: 'eq', right: 'llm' }],
+        repair: [{ id: 'fix', action: 'invoice.fix', deadline_ticks: 2, discharge_when: [{ left: 'agent', op: 'not_in', right: ['agent://a.example/agent/x', 'bot'] }] }] }] }),
+      rule({ id: 'R-ok', when: [{ left: 'currency', op: 'in', right: ['USD', 'EUR'] }, { left: 'currency', op: 'prefix', right: 'U' }, { left: 'bindings.code', op: 'eq', right: 'usd' }] }),
+    ],
+  };
+  t.ok(compileBundle(bundle).ok, 'it compiles, as a log drafted before this check replays');
+  t.same(unmatchableValues(bundle).map((i) => `${i.path}: ${i.message}`), [
+    'rules.0.when.0.right: rule R-x: currency is never "usd": it is always a currency code (3 to 12 capitals or digits, starting with a capital, as USD)',
+    'rules.0.when.1.right.1: rule R-x: party is never "party a": it is always a party id',
+    'rules.1.when.0.right: rule R-y: accounts never holds "cash": each is an account id (acc_<id>)',
+    'rules.1.when.1.right: rule R-y: action is never "Purchase.Book": it is always an action name (dotted lowercase words, as purchase.book)',
+    'rules.2.obligations.0.discharge_when.0.right: rule R-z, obligation pay: usage.balance is never "llm": it is always a usage-balance id (usage_<id>)',
+    'rules.2.obligations.0.repair.0.discharge_when.0.right.1: rule R-z, obligation pay, repair duty fix: agent is never "bot": it is always an agent URI (agent://<authority>/agent/<agent_id>)',
+  ]);
+  t.same(unmatchableValues({ rules: [rule({ when: [{ left: 'currency', op: 'eq', right: 'usd' }], note: 1 })] }), [], 'a bundle that does not parse has none: its issues are compileBundle\'s');
+  t.same(unmatchableValues({ rules: [rule()] }), [], 'a sound bundle has none');
 });

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { canonicalHash } from '../canonical.js';
-import { ActionPattern, Currency, intIn } from '../schema.js';
+import { AccountId, ActionName, ActionPattern, AgentUri, Currency, PartyId, UsageId, intIn } from '../schema.js';
 import { parseWith } from '../parse.js';
 
 export const OPERATORS = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'not_in', 'prefix', 'contains', 'count_gte', 'count_lte'] as const;
@@ -187,6 +187,52 @@ export function compileBundle(input: unknown): { ok: true; bundle: CompiledBundl
   });
   if (!parsed.ok || issues.length > 0) return { ok: false, issues };
   return { ok: true, bundle: { rules: orderRules(parsed.value.rules.map(compileRule)) } };
+}
+
+/**
+ * What each string the evaluator reads always is, so that a right side of another form
+ * is a condition that can never hold (eq, in, contains) or always holds (ne, not_in).
+ */
+const VALUE_FORMS: Record<string, { form: z.ZodType<string>; what: string }> = {
+  currency: { form: Currency, what: 'a currency code (3 to 12 capitals or digits, starting with a capital, as USD)' },
+  party: { form: PartyId, what: 'a party id' },
+  agent: { form: AgentUri, what: 'an agent URI (agent://<authority>/agent/<agent_id>)' },
+  action: { form: ActionName, what: 'an action name (dotted lowercase words, as purchase.book)' },
+  'usage.balance': { form: UsageId, what: 'a usage-balance id (usage_<id>)' },
+  accounts: { form: AccountId, what: 'an account id (acc_<id>)' },
+};
+const EXACT_OPS: ReadonlySet<Operator> = new Set(['eq', 'ne', 'in', 'not_in', 'contains']);
+
+/**
+ * Every right side no value the evaluator reads can ever equal (`currency eq "usd"`),
+ * which the admin plane refuses in a new draft before it proposes it. They are not
+ * checked at the commit point, so that a log whose drafts were judged before they were
+ * checked replays as it was judged. A bundle that does not parse has none here (its
+ * issues are compileBundle's).
+ */
+export function unmatchableValues(input: unknown): BundleIssue[] {
+  const issues: BundleIssue[] = [];
+  const parsed = BundleSchema.safeParse(input);
+  if (!parsed.success) return issues;
+  const check = (conditions: AuthoredCondition[] | undefined, base: string) => (conditions ?? []).forEach((c, j) => {
+    const form = VALUE_FORMS[c.left];
+    if (form === undefined || !EXACT_OPS.has(c.op)) return;
+    const values = Array.isArray(c.right) ? c.right : [c.right];
+    values.forEach((v, k) => {
+      if (typeof v !== 'string' || form.form.safeParse(v).success) return;
+      const path = `${base}.${j}.right${Array.isArray(c.right) ? `.${k}` : ''}`;
+      const never = c.left === 'accounts' ? `accounts never holds ${JSON.stringify(v)}: each is` : `${c.left} is never ${JSON.stringify(v)}: it is always`;
+      issues.push({ path, message: `${subject(input, path)}: ${never} ${form.what}` });
+    });
+  });
+  parsed.data.rules.forEach((rule, i) => {
+    check(rule.when, `rules.${i}.when`);
+    (rule.obligations ?? []).forEach((o, j) => {
+      check(o.discharge_when, `rules.${i}.obligations.${j}.discharge_when`);
+      (o.repair ?? []).forEach((r, k) => check(r.discharge_when, `rules.${i}.obligations.${j}.repair.${k}.discharge_when`));
+    });
+  });
+  return issues;
 }
 
 /** The checks of one rule of the right shape beyond its shape: its id, its conditions, its obligations. */
