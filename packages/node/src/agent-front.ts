@@ -34,6 +34,12 @@ const AccountParam = z.strictObject({ id: AccountId });
 const UsageQuery = ReadQuery.extend({ format: z.enum(['json', 'text'], { error: 'must be json or text' }).optional() });
 const ObligationsQuery = pageQuery(ObligationCursor, 'an obligation id').extend({
   state: z.enum(['owed', 'open', 'breached', 'discharged', 'all'], { error: 'must be owed, open, breached, discharged or all' }).optional(),
+}).superRefine((q, ctx) => {
+  // What is owed is answered whole: a page size or cursor there would be silently moot.
+  if ((q.state ?? 'owed') !== 'owed') return;
+  for (const key of ['limit', 'after'] as const) {
+    if (q[key] !== undefined) ctx.addIssue({ code: 'custom', path: [key], message: 'pages the states open, breached, discharged and all; what is owed (the default state) is answered whole, at most 256 obligations in one page' });
+  }
 });
 
 export function agentFrontEnd(o: FrontEndOptions): Express {

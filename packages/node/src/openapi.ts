@@ -232,7 +232,7 @@ export function agentDocument(): Json {
           operationId: 'listObligations', summary: 'Obligations of the attested party.',
           parameters: [{
             name: 'state', in: 'query', required: false, schema: { type: 'string', enum: ['owed', 'open', 'breached', 'discharged', 'all'] },
-            description: 'owed (default): open obligations and breached repair duties, all in one page by deadline; the other states page through the party\'s obligations in id order.',
+            description: 'owed (default): open obligations and breached repair duties, all in one page by deadline (limit and after are refused with it); the other states page through the party\'s obligations in id order.',
           }, ...pageParams, consistency],
           responses: { 200: consistent(json('ObligationList', 'A page of obligations.')), ...errors(AGENT_READ) },
         },

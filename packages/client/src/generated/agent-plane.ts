@@ -824,7 +824,7 @@ export interface operations {
                 consistency?: "linearizable" | "local";
                 /** @description The most items in the page: 1 to 1000 (default 100). */
                 limit?: number;
-                /** @description owed (default): open obligations and breached repair duties, all in one page by deadline; the other states page through the party's obligations in id order. */
+                /** @description owed (default): open obligations and breached repair duties, all in one page by deadline (limit and after are refused with it); the other states page through the party's obligations in id order. */
                 state?: "owed" | "open" | "breached" | "discharged" | "all";
             };
             header?: never;
