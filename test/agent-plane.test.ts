@@ -136,7 +136,7 @@ t.test('400 malformed_request: a body that is not JSON, or not sent as JSON', as
     t.match(bad.body, { error: 'malformed_request', message: /^The body does not decode as its Content-Encoding \([a-z]+\) says: .+\.$/ }, coding);
   }
   const compress = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att)), headers: { 'content-encoding': 'compress' } });
-  isError(t, compress, 400, { error: 'malformed_request', message: 'The body is sent with Content-Encoding: compress this node does not read; send the JSON as it is (identity).' });
+  isError(t, compress, 400, { error: 'malformed_request', message: 'The body is sent with Content-Encoding: compress, which this node does not read; send the JSON as it is (identity).' });
 
   const empty = await n.api('POST', INTENTS, {});
   isError(t, empty, 400, { error: 'malformed_request', message: 'The intent envelope is required.', issues: [{ path: '', message: 'is required' }] });
@@ -452,6 +452,11 @@ t.test('reads are linearizable by default; consistency=local says so in the Cons
   isError(t, extra, 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: '', message: 'unknown field "page"' }] });
   const twice = await n.api('GET', '/api/v1/obligations?consistency=local&state=all&consistency=linearizable', { token: att });
   isError(t, twice, 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: 'consistency', message: 'is given more than once; give it once' }] });
+  const owedWhole = 'pages the states open, breached, discharged and all; what is owed (the default state) is answered whole, at most 256 obligations in one page';
+  for (const query of ['limit=2', 'state=owed&limit=2', 'after=obl_1&state=owed']) {
+    const paged = await n.api('GET', `/api/v1/obligations?${query}`, { token: att });
+    isError(t, paged, 400, { error: 'malformed_request', message: 'The query is not valid.', issues: [{ path: query.includes('limit') ? 'limit' : 'after', message: owedWhole }] });
+  }
 });
 
 t.test('400 invalid_usage_id: a path segment that is not a usage-balance id', async (t) => {
@@ -648,6 +653,10 @@ t.test('unknown routes answer 404 not_found; a route asked with another method 4
   isError(t, await n.api('GET', '/api/v1/nothing'), 404, { error: 'not_found', message: 'No route GET /api/v1/nothing.' });
   isError(t, await n.api('GET', '/admin/v1/cluster'), 404, { error: 'not_found', message: 'No route GET /admin/v1/cluster.' });
   isError(t, await n.api('POST', '/API/V1/INTENTS', { body: envelope(att) }), 404, { error: 'not_found', message: 'No route POST /API/V1/INTENTS.' });
+  isError(t, await n.api('GET', '/api/v1/usages/usage_acme_meter/', { token: att }), 404,
+    { error: 'not_found', message: 'No route GET /api/v1/usages/usage_acme_meter/; without the trailing slash, /api/v1/usages/usage_acme_meter answers GET, HEAD.' });
+  isError(t, await n.api('POST', `${INTENTS}/`, { body: envelope(att) }), 404,
+    { error: 'not_found', message: `No route POST ${INTENTS}/; without the trailing slash, ${INTENTS} answers POST.` });
   for (const method of ['GET', 'PUT', 'DELETE']) {
     const r = await n.api(method, INTENTS);
     isError(t, r, 405, { error: 'method_not_allowed', message: `${INTENTS} answers POST, not ${method}.` });

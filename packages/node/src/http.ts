@@ -177,6 +177,8 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
   app.set('etag', false);
   // The contract's paths are lower case: /API/V1/INTENTS is no route of it.
   app.set('case sensitive routing', true);
+  // Nor is /api/v1/intents/ (Express would take the trailing slash as the same path).
+  app.set('strict routing', true);
   app.use(observe(plane, log, metrics));
   app.use((req, _res, next) => {
     // Node's parser reads an HTTP/2.0 or 0.9 request line as if it were 1.x and would
@@ -229,7 +231,7 @@ function toApiError(err: unknown, req: Request): ApiError {
   }
   if (e?.type === 'encoding.unsupported') {
     const coding = (err as { encoding?: unknown }).encoding;
-    return new ApiError('malformed_request', `The body is sent with Content-Encoding: ${typeof coding === 'string' ? coding : 'of a kind'} this node does not read; send the JSON as it is (identity).`);
+    return new ApiError('malformed_request', `The body is sent with ${typeof coding === 'string' ? `Content-Encoding: ${coding}, which` : 'a Content-Encoding'} this node does not read; send the JSON as it is (identity).`);
   }
   // A body whose bytes do not decode as its Content-Encoding says (the decoder's own
   // error, marked 400 by the body reader, which read nothing else).
@@ -250,7 +252,12 @@ function toApiError(err: unknown, req: Request): ApiError {
  */
 export const notFound: RequestHandler = (req, res, next) => {
   const allowed = allowedMethods(req.app, req.path);
-  if (allowed.length === 0) return next(new ApiError('not_found', `No route ${req.method} ${req.path}.`));
+  if (allowed.length === 0) {
+    const bare = req.path.length > 1 && req.path.endsWith('/') ? req.path.replace(/\/+$/, '') : null;
+    const there = bare === null || bare === '' ? [] : allowedMethods(req.app, bare);
+    const hint = there.length === 0 ? '' : `; without the trailing slash, ${bare} answers ${there.join(', ')}`;
+    return next(new ApiError('not_found', `No route ${req.method} ${req.path}${hint}.`));
+  }
   res.setHeader('Allow', allowed.join(', '));
   next(new ApiError('method_not_allowed', `${req.path} answers ${allowed.join(', ')}, not ${req.method}.`));
 };
