@@ -131,6 +131,49 @@ t.test('a damaged record with records after it is corruption, not the end of the
   await t.rejects(WalLogStore.open(dir, SMALL), { name: 'LogStoreCorruptError', message: /an invalid record at byte \d+, and records after it/ });
 });
 
+t.test('a damaged record in the last segment with more whole entries after it than one write holds is corruption', async (t) => {
+  const dir = await tempDir(t);
+  const s = await WalLogStore.open(dir, { segmentBytes: 16 * 1024 * 1024 });
+  await fill(s, 3000, 4, 1000); // about 3 MB of entries, 4 KB a save, in one segment
+  await s.close();
+  const path = join(dir, (await segments(dir))[0]!);
+  const b = await readFile(path);
+  // The body of entry 500: about 2.5 MB of entries acknowledged after it.
+  const data = b.indexOf(Buffer.from('500'.padEnd(20, '.')));
+  const at = data + 5;
+  b[at] = b[at]! ^ 0xff;
+  await writeFile(path, b);
+  await t.rejects(WalLogStore.open(dir, { segmentBytes: 16 * 1024 * 1024 }), {
+    name: 'LogStoreCorruptError', message: /an invalid record at byte \d+, and whole entries after it from byte \d+ to \d+, more than the last write could hold/,
+  });
+  // Its length damaged too: the entries after it are still found.
+  // The record's header is 8 bytes, its body's head 18 (type, index, term, kind) before the data.
+  b.writeUInt32BE(0xfffffff0, data - 26);
+  await writeFile(path, b);
+  await t.rejects(WalLogStore.open(dir, { segmentBytes: 16 * 1024 * 1024 }), { name: 'LogStoreCorruptError' });
+});
+
+t.test('a save of more than a write holds is written in parts, each durable, and loads whole', async (t) => {
+  const dir = await tempDir(t);
+  let s = await WalLogStore.open(dir, { segmentBytes: 16 * 1024 * 1024 });
+  const entries = Array.from({ length: 3000 }, (_, k) => ({ index: k + 1, term: 1, data: bytes(String(k + 1).padEnd(1000, '.')) }));
+  await s.save(batch({ hardState: hs(1, 'a', 3000), entries }));
+  await s.close();
+  s = await WalLogStore.open(dir, { segmentBytes: 16 * 1024 * 1024 });
+  const upTo = (n: number) => Array.from({ length: n }, (_, k) => k + 1);
+  t.same(indexes(await s.load()), upTo(3000));
+  await s.close();
+  // A torn last part (its last entry's body) is the log's end: the parts before it stay.
+  const path = join(dir, (await segments(dir))[0]!);
+  const b = await readFile(path);
+  const at = b.indexOf(Buffer.from('3000'.padEnd(20, '.'))) + 10;
+  b[at] = b[at]! ^ 0xff;
+  await writeFile(path, b);
+  s = await WalLogStore.open(dir, { segmentBytes: 16 * 1024 * 1024 });
+  t.same(indexes(await s.load()), upTo(2999), 'the torn entry is dropped, as a torn write is');
+  await s.close();
+});
+
 t.test('a crash after a compaction\'s record, before its deletions, opens to the compacted log', async (t) => {
   const dir = await tempDir(t);
   let s = await WalLogStore.open(dir, SMALL);

@@ -53,7 +53,12 @@
 // earlier records) an end of records is written there and the next write starts a new
 // segment. A segment left for the next one always ends with an end of records, so a
 // torn or invalid record anywhere but the end of the log is corruption, reported,
-// never skipped.
+// never skipped. So is one in the last segment with whole entries after it that span
+// more than one write can hold: the entries of a save are written ENTRY_WRITE_MAX bytes
+// at a time, each part durable before the next, so only the last part can be torn, and
+// entries beyond its reach were acknowledged. A damaged record (bit rot, a disk that
+// lied) in the middle of the last segment is refused rather than read as the log's end,
+// which would drop every acknowledged entry after it.
 //
 // A segment that is full is followed by the next, which starts with the hard state and
 // the latest snapshot record, so that the segments before it are not needed to know
@@ -81,6 +86,10 @@ const T_HARD_STATE = 2;
 const T_SNAPSHOT = 3;
 const ENTRY_CONF = 1;
 const ZERO_CHUNK = 1024 * 1024;
+/** the most bytes of entry records one durable write holds: a larger save is written in parts. */
+const ENTRY_WRITE_MAX = 1024 * 1024;
+/** how far past the last whole entry the index of an entry found after a damaged record may be. */
+const INDEX_REACH = 2 ** 24;
 /** the freed segments kept to be used again; more are deleted. */
 const FREE_KEPT = 2;
 /** the seed of segments written before seeds: a plain CRC-32. */
@@ -196,7 +205,8 @@ export class WalLogStore implements LogStore {
     const snapshot = rd.snapshot;
     return this.enqueue(async () => {
       if (snapshot !== null) await this.writeSnapshotFile(snapshot);
-      await this.append(records, maxIndex, rd.mustSync || snapshot !== null);
+      // Each part durable before the next: only the last can be torn (read()).
+      for (const part of parts(records, ENTRY_WRITE_MAX)) await this.append(part, maxIndex, rd.mustSync || snapshot !== null || part !== records);
       if (snap !== null) this.written.snap = snap;
       if (hardState !== null) this.written.hardState = hardState;
     });
@@ -557,6 +567,11 @@ export class WalLogStore implements LogStore {
           if (later.length > 0 && (await anyRecords(later))) {
             throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and records after it`);
           }
+          const after = entriesAfter(bytes, pos, seg.seed, entries.length === 0 ? snap?.index ?? 0 : first + entries.length - 1);
+          if (after !== null && after.to - after.from > ENTRY_WRITE_MAX) {
+            throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and whole entries after it from byte ${after.from} to ${after.to}, `
+              + `more than the last write could hold: they were acknowledged, and reading the log only to the damaged record would lose them`);
+          }
           break;
         }
         const body = rec;
@@ -613,6 +628,55 @@ export class WalLogStore implements LogStore {
     }
     return { boot: { hardState, snapshot, entries }, end };
   }
+}
+
+/**
+ * Records in parts of about `max` bytes each (a record is never split; one larger than
+ * `max` is a part alone); the records themselves when they fit in one.
+ */
+function parts(records: Uint8Array[], max: number): Uint8Array[][] {
+  const out: Uint8Array[][] = [];
+  let part: Uint8Array[] = [];
+  let bytes = 0;
+  for (const r of records) {
+    if (part.length > 0 && bytes + r.length > max) {
+      out.push(part);
+      part = [];
+      bytes = 0;
+    }
+    part.push(r);
+    bytes += r.length;
+  }
+  if (part.length > 0) out.push(part);
+  return out.length === 1 ? [records] : out;
+}
+
+/**
+ * The bytes spanned by the whole entry records of `seed` found after the invalid
+ * record at `pos`, or null when there is none. The invalid record's own length may be
+ * damaged, so every offset is tried; a candidate must be an entry whose index follows
+ * `lastIndex` within INDEX_REACH before its checksum is computed, which random bytes
+ * and the records of a segment's earlier life (another seed, older indexes) do not pass.
+ */
+function entriesAfter(bytes: Uint8Array, pos: number, seed: number, lastIndex: number): { from: number; to: number } | null {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let from = -1;
+  let to = -1;
+  let p = pos + 1;
+  while (p + HEADER + 18 <= bytes.length) {
+    const length = view.getUint32(p);
+    if (length >= 18 && bytes[p + HEADER] === T_ENTRY && p + HEADER + length <= bytes.length) {
+      const index = Number(view.getBigUint64(p + HEADER + 1));
+      if (index > lastIndex && index - lastIndex <= INDEX_REACH && recordAt(bytes, p, seed) instanceof Uint8Array) {
+        if (from < 0) from = p;
+        to = p + HEADER + length;
+        p = to;
+        continue;
+      }
+    }
+    p++;
+  }
+  return from < 0 ? null : { from, to };
 }
 
 /** The record at `pos`: its body, 'end' at a zero length, 'invalid' if it is cut or fails its checksum under `seed`. */
