@@ -6,7 +6,7 @@
 // behind the log's compaction catching up by the chunked store stream; and a primary
 // stopped with SIGTERM handing leadership over before it exits; a member on a wiped
 // disk, or on a store of another cluster, refusing to start.
-import { rmSync } from 'node:fs';
+import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { verifyExport } from '@apl/core';
@@ -182,12 +182,40 @@ t.test('SIGTERM on the primary hands leadership over before the process exits', 
   t.ok(Date.now() - stopped < 3_000, `a new primary ${Date.now() - stopped} ms after SIGTERM`);
 });
 
-t.test('a member whose disk was wiped refuses to rejoin under its old id; a store of another cluster is refused', async (t) => {
+t.test('a member put back from an older copy stops with what to do; one whose disk was wiped refuses to rejoin; a store of another cluster is refused', async (t) => {
   const c = await startCluster();
   t.teardown(() => c.close());
   const leader = await c.leader();
   await bootstrap(c.handle(leader));
   const lost = c.members.map((m) => m.id).find((id) => id !== leader)!;
+
+  // A copy of the member's data directory, taken while it was stopped, put back after it
+  // acknowledged more: the primary's heartbeat counts on entries it no longer has.
+  await c.stop(lost);
+  const copy = `${c.dirs[lost]!}-copy`;
+  cpSync(c.dirs[lost]!, copy, { recursive: true });
+  t.teardown(() => rmSync(copy, { recursive: true, force: true }));
+  await c.start(lost);
+  await ready(c, lost);
+  const att = await c.issuer.sign(AGENT_A);
+  for (let k = 0; k < 10; k++) {
+    t.equal((await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { transaction: `txn_copy_${k}` }) })).status, 200);
+  }
+  await ready(c, lost);
+  await c.stop(lost);
+  for (const part of ['wal', 'ledger']) {
+    rmSync(join(c.dirs[lost]!, part), { recursive: true, force: true });
+    cpSync(join(copy, part), join(c.dirs[lost]!, part), { recursive: true });
+  }
+  const stopped = await c.start(lost).then(
+    async (p) => ({ exit: await Promise.race([p.exited, sleep(20_000).then(() => null)]), output: p.output() }),
+    (err: Error) => ({ exit: { code: Number(/\(code (\d+)/.exec(err.message)?.[1] ?? NaN), signal: null }, output: err.message }));
+  t.equal(stopped.exit?.code, 2, `it stops with exit status 2: ${stopped.output.slice(-400)}`);
+  t.match(stopped.output, new RegExp(`member ${lost} stops: the primary ${leader} counts on index \\d+, which this member acknowledged, but its log in \\S+ ends at \\d+`));
+  t.match(stopped.output, `so it must not rejoin as ${lost}: remove it (DELETE /admin/v1/cluster/members/${lost} at the primary), then add a member with a new id and an empty data directory`);
+  t.notMatch(stopped.output, /RaftInvariantError|at RaftLog/, 'no stack trace');
+  t.equal((await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { transaction: 'txn_copy_after' }) })).status, 200, 'the others go on');
+
   await c.kill(lost);
   rmSync(join(c.dirs[lost]!, 'wal'), { recursive: true, force: true });
   rmSync(join(c.dirs[lost]!, 'ledger'), { recursive: true, force: true });

@@ -57,6 +57,27 @@ t.test('TLS files that cannot work: exit 2 naming the setting and the file', asy
   t.notOk(existsSync(join(dir, 'ca')) || existsSync(join(dir, 'key')), 'no data directory was made');
 });
 
+t.test('a certificate its peers or clients would refuse: exit 2 naming tls.cert', async (t) => {
+  const certs = testCerts();
+  // An expired certificate with its own key (openssl takes a negative -days).
+  const key = join(dir, 'expired-key.pem');
+  const cert = join(dir, 'expired.pem');
+  const made = spawnSync('bash', ['-c', `openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ${key} -subj /CN=n1 2>/dev/null `
+    + `| openssl x509 -req -signkey ${key} -days -1 -out ${cert} 2>/dev/null`], { encoding: 'utf8' });
+  t.equal(made.status, 0, made.stderr);
+  const expired = start(nodeEnv(join(dir, 'expired'), { APL_TLS_CERT: cert, APL_TLS_KEY: key }));
+  t.equal(expired.status, 2, expired.stderr);
+  t.match(expired.stderr.trim(), new RegExp(`^tls\\.cert: ${cert} expired on \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z; peers and clients refuse it\\. Issue a new certificate`));
+  // A cluster member given another member's certificate.
+  const members = ['n1', 'n2', 'n3'].map((id, k) => ({ id, peer_addr: `127.0.0.1:${20_001 + k}`, agent_url: `https://127.0.0.1:${20_011 + k}`, admin_url: `https://127.0.0.1:${20_021 + k}` }));
+  const other = start(nodeEnv(join(dir, 'other'), {
+    APL_NODE_ID: 'n1', APL_MEMBERS: JSON.stringify(members), APL_TLS_CERT: join(certs.dir, 'n2.pem'), APL_TLS_KEY: join(certs.dir, 'n2-key.pem'),
+  }));
+  t.equal(other.status, 2, other.stderr);
+  t.match(other.stderr.trim(), /^tls\.cert: \S+n2\.pem names CN=n2 \(DNS n2, [^)]*\), not member n1: its peers take a member to be the one its certificate names/);
+  t.notOk(existsSync(join(dir, 'expired')) || existsSync(join(dir, 'other')), 'no data directory was made');
+});
+
 t.test('a data directory a running node holds: refused before the development setup writes into it', async (t) => {
   const held = join(dir, 'held');
   const running = await spawnNode(nodeEnv(held));

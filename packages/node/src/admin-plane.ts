@@ -25,6 +25,7 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { PAGE_LIMIT_DEFAULT, type Queries } from './queries.js';
 import type { StorePosition } from './ledger-store.js';
+import type { MemberRole } from './replica.js';
 import { feedOnlyRefusal, logPrincipal, type PlaneRole } from './roles.js';
 import {
   AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, MemberParam, MemberRequest, pageQuery, PartyRequest, PolicyRequest,
@@ -63,7 +64,7 @@ export interface AdminNode {
   position(): StorePosition;
   journal(): AsyncIterable<string>;
   /** the members in force with their addresses (peer_addr null for a standalone node). */
-  cluster(): { status: Status; members: { id: string; voter: boolean; agent_url: string; admin_url?: string; peer_addr: string | null }[] };
+  cluster(): { status: Status; role: MemberRole; members: { id: string; voter: boolean; agent_url: string; admin_url?: string; peer_addr: string | null }[] };
   transferLeadership(to: string): void;
   /** a membership change through the log, resolved once it is applied here. */
   changeMembership(change: ConfChange): Promise<{ index: number }>;
@@ -242,9 +243,9 @@ export function adminApp(o: AdminOptions): Express {
   });
 
   const clusterView = () => {
-    const { status: s, members } = o.node.cluster();
+    const { status: s, role, members } = o.node.cluster();
     return {
-      node: s.id, role: s.role, term: s.term, leader: s.leader, commit_index: s.commit, applied_index: o.node.position().applied,
+      node: s.id, role, term: s.term, leader: s.leader, commit_index: s.commit, applied_index: o.node.position().applied,
       voters: s.conf.voters, learners: s.conf.learners, removed: s.conf.removed,
       members: members.map((m) => ({
         id: m.id, agent_url: m.agent_url, admin_url: m.admin_url ?? null, peer_addr: m.peer_addr,

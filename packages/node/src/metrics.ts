@@ -83,6 +83,7 @@ export class Metrics {
   readonly isLeader = new Gauge({ name: 'apl_raft_is_leader', help: '1 on the primary, 0 elsewhere.', registers: [this.registry] });
   readonly proposalsInFlight = new Gauge({ name: 'apl_proposals_in_flight', help: 'Proposals waiting for their commit.', registers: [this.registry] });
   readonly tick = new Gauge({ name: 'apl_ledger_tick', help: 'The ledger tick.', registers: [this.registry] });
+  readonly certExpiry = new Gauge({ name: 'apl_tls_cert_expiry_timestamp_seconds', help: 'When the node\'s TLS certificate expires (Unix time); it is read at start only.', registers: [this.registry] });
   readonly storeCacheEntries = new Gauge({ name: 'apl_store_cache_entries', help: 'Records held in the state store cache.', registers: [this.registry] });
   readonly peerRefused = new Counter({
     name: 'apl_peer_refused_total', help: 'Peer calls and Raft messages refused, by reason (foreign_cluster, unknown_member, sender_mismatch, malformed).',

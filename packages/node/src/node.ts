@@ -52,11 +52,12 @@ const noPeers: Transport = {
   },
 };
 
-export async function startNode(c: Config, principals: AdminPrincipal[], opts: { log?: Logger; wrapDb?: WrapDb } = {}): Promise<RunningNode> {
+export async function startNode(c: Config, principals: AdminPrincipal[], opts: { log?: Logger; wrapDb?: WrapDb; onFatal?: (message: string) => void } = {}): Promise<RunningNode> {
   const log = opts.log ?? createLogger(c.log_level, c.node_id);
   const metrics = new Metrics();
   const tls = tlsFiles(c);
-  const { cert, key, ca } = readTls(tls);
+  const { cert, key, ca } = readTls(tls, c.members.length > 1 ? c.node_id : undefined);
+  metrics.certExpiry.set(Math.floor(new Date(new X509Certificate(cert).validTo).getTime() / 1000));
   const clustered = c.members.length > 1;
   const mesh = clustered
     ? new PeerMesh({
@@ -117,6 +118,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     log,
     metrics,
     ...(opts.wrapDb ? { wrapDb: opts.wrapDb } : {}),
+    ...(opts.onFatal ? { onFatal: opts.onFatal } : {}),
   });
   const queries = new Queries(replica.store);
   const attestor = new Attestor({
@@ -184,7 +186,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     isPrimary: () => replica.isLeader(),
     health: () => {
       const s = replica.status();
-      const detail: Record<string, unknown> = { node: c.node_id, role: s.role, leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex };
+      const detail: Record<string, unknown> = { node: c.node_id, role: replica.role(), leader: s.leader, commit_index: s.commit, applied_index: replica.appliedIndex };
       const ready = replica.ready();
       const membership = replica.membership();
       if (membership) detail.reason = membership;
@@ -233,6 +235,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       journal: () => replica.store.journal(),
       cluster: () => ({
         status: replica.status(),
+        role: replica.role(),
         members: clustered ? inForce : [{ id: c.node_id, voter: true, agent_url: agentUrl, admin_url: adminUrl, peer_addr: null }],
       }),
       changeMembership: async (change) => {
@@ -262,7 +265,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     bodyBytesMax: c.limits.body_bytes_max,
     openapi: withServer(readFileSync(OPENAPI_FILES.admin, 'utf8'), adminUrl),
   }));
-  log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl, ...(mesh ? { peer: mesh.port, members: c.members.map((m) => m.id) } : {}) }, 'node started');
+  log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl, ...(mesh ? { peer: mesh.port, members: inForce.map((m) => m.id) } : {}) }, 'node started');
   let closing: Promise<void> | null = null;
   return {
     config: c,
@@ -309,7 +312,12 @@ async function agentThread(c: Config, backend: AgentBackend, tls: { cert: Buffer
  * certificate that does not go with its key would fail at the first handshake. Either
  * stops the start, naming the setting and the file.
  */
-export function readTls(files: { ca: string; cert: string; key: string }): { ca: Buffer; cert: Buffer; key: Buffer } {
+/**
+ * Reads and checks the TLS files: the CA holds a certificate, the certificate and key
+ * are one pair, the certificate is valid now, and, when `member` is given (a cluster
+ * member), it names that member as the peers check it (subject CN, also a DNS name).
+ */
+export function readTls(files: { ca: string; cert: string; key: string }, member?: string): { ca: Buffer; cert: Buffer; key: Buffer } {
   const read = (what: string, file: string) => {
     try {
       return readFileSync(file);
@@ -334,7 +342,23 @@ export function readTls(files: { ca: string; cert: string; key: string }): { ca:
   } catch (err) {
     throw new ConfigError(`tls.cert and tls.key: ${files.cert} and ${files.key} cannot be used together (${(err as Error).message})`);
   }
+  checkCertificate(new X509Certificate(cert), files.cert, member);
   return { ca, cert, key };
+}
+
+/** A certificate a node would start with and then be refused by its peers and clients: refused at the start instead. */
+function checkCertificate(leaf: X509Certificate, file: string, member: string | undefined): void {
+  const now = Date.now();
+  const [from, to] = [new Date(leaf.validFrom), new Date(leaf.validTo)];
+  if (to.getTime() <= now) throw new ConfigError(`tls.cert: ${file} expired on ${to.toISOString()}; peers and clients refuse it. Issue a new certificate (docs/operations.md, "Certificates").`);
+  if (from.getTime() > now) throw new ConfigError(`tls.cert: ${file} is not valid until ${from.toISOString()}; peers and clients refuse it until then (is this machine's clock right?).`);
+  if (member === undefined) return;
+  const cn = /^CN=(.*)$/m.exec(leaf.subject)?.[1];
+  const dns = (leaf.subjectAltName ?? '').split(',').map((n) => n.trim()).filter((n) => n.startsWith('DNS:')).map((n) => n.slice(4));
+  if (cn !== member || !dns.includes(member)) {
+    throw new ConfigError(`tls.cert: ${file} names ${cn === undefined ? 'no common name' : `CN=${cn}`}${dns.length > 0 ? ` (DNS ${dns.join(', ')})` : ''}, not member ${member}: `
+      + `its peers take a member to be the one its certificate names (subject CN, also a DNS name of its SAN), and would refuse this one's messages. Give member ${member}'s own certificate.`);
+  }
 }
 
 async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer; minVersion: 'TLSv1.2' }, log: Logger, metrics: Metrics): Promise<AgentPlane> {

@@ -32,7 +32,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperationText, encodeOperation, operationText, type Applied, type Operation } from '@apl/core';
 import {
-  checkStart, confState, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, RawNode, seededRandom, splitMessages, WalLogStore,
+  checkStart, confState, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, LostLogError, RawNode, seededRandom, splitMessages, WalLogStore,
   type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type LogStore, type Message, type NodeId, type Ready, type Status,
 } from '@apl/raft';
 import { ConfigError } from './config.js';
@@ -51,6 +51,9 @@ const SNAPSHOT_HOLD_INTERVALS = 5;
 export interface Transport {
   send(messages: Message[]): void;
 }
+
+/** A member's role as the status routes and logs say it (Replica.role). */
+export type MemberRole = Status['role'] | 'learner' | 'removed';
 
 export interface ReplicaOptions {
   id: NodeId;
@@ -82,6 +85,8 @@ export interface ReplicaOptions {
   metrics: Metrics;
   /** wraps the state store's database (tests inject faults through it). */
   wrapDb?: WrapDb;
+  /** told, with what to do, when the replica stops for good: a restart cannot help (its log lost acknowledged entries). */
+  onFatal?: (message: string) => void;
 }
 
 interface Waiter {
@@ -187,6 +192,10 @@ export class Replica {
   private readSeq = 0;
   /** The primary as observe() last saw it; a change asks the waiting reads again. */
   private leaderSeen: NodeId | null = null;
+  /** This member's role as observe() last saw it; a change is logged (role_changed). */
+  private roleSeen: MemberRole | null = null;
+  /** When this member last stopped being the primary (Date.now()), or null. */
+  private steppedDownAt: number | null = null;
   private pumping = false;
   /** membership changes waiting for their commit, by index. */
   private readonly confWaiters = new Map<number, { term: number; resolve: () => void; reject: (e: ApiError) => void; timer: NodeJS.Timeout }>();
@@ -305,6 +314,16 @@ export class Replica {
       s.leader !== null && this.store.position.applied >= s.commit;
   }
 
+  /**
+   * This member's role as an operator reads it: Raft's own, but `learner` for a member
+   * that receives the log without a vote, and `removed` once it applied its removal.
+   */
+  role(): MemberRole {
+    if (this.removed) return 'removed';
+    const s = this.raft.status();
+    return s.role !== 'leader' && s.conf.learners.includes(this.opts.id) ? 'learner' : s.role;
+  }
+
   /** Why the member does not serve as a member, or null: removed, or not yet added. */
   membership(): string | null {
     if (this.removed) return `this member was removed from the cluster at index ${this.removed.index}; it serves nothing and may be stopped`;
@@ -314,7 +333,13 @@ export class Replica {
 
   /** Hands a message from a peer to Raft. */
   step(m: Message): void {
-    const r = this.raft.step(m);
+    let r: ReturnType<RawNode['step']>;
+    try {
+      r = this.raft.step(m);
+    } catch (err) {
+      if (err instanceof LostLogError) return this.loseLog(err);
+      throw err;
+    }
     if (!r.ok) this.opts.log.warn({ event: 'raft_message_refused', from: m.from, type: m.type, why: r.message }, 'raft message refused');
     this.kick();
   }
@@ -342,6 +367,12 @@ export class Replica {
     const back = decodeOperationText(text);
     if (!back.ok) return Promise.reject(new UnreadableOperation(back.issues));
     if (this.isLeader()) return this.proposeHere(bytes, back.value, text);
+    // A primary that has just handed leadership over knows no primary until the new one
+    // is heard from: the proposal waits for it, as one made during the transfer does.
+    if (this.raft.status().leader === null && this.steppedDownAt !== null && Date.now() - this.steppedDownAt < this.electionTimeoutMs
+      && this.awaitingTransfer < this.opts.proposalsInFlightMax) {
+      return this.afterTransfer(bytes, back.value, text);
+    }
     return this.proposeThroughPrimary(bytes, back.value, text);
   }
 
@@ -891,9 +922,14 @@ export class Replica {
     const s = this.raft.status();
     this.observeMembers(s.conf);
     if (s.term > this.term) this.onNewTerm(s.term);
-    if (s.leader !== this.leaderSeen) {
+    const role = this.role();
+    if (s.leader !== this.leaderSeen || role !== this.roleSeen) {
+      if (this.roleSeen === 'leader' && role !== 'leader') this.steppedDownAt = Date.now();
       this.leaderSeen = s.leader;
+      this.roleSeen = role;
       if (s.leader !== null) this.askReadsAgain();
+      this.opts.log.info({ event: 'role_changed', role, term: s.term, leader: s.leader },
+        `${this.opts.id} is ${role === 'leader' ? 'the primary' : `a ${role}`} in term ${s.term}; ${s.leader === null ? 'no primary is known' : `the primary is ${s.leader}`}`);
     }
     const m = this.opts.metrics;
     m.appliedIndex.set(this.store.position.applied);
@@ -976,6 +1012,26 @@ export class Replica {
     this.stopClocks();
     this.opts.log.fatal({ event: 'replica_failed', err: err.message }, 'the replica stopped: its log or its state store cannot be written; it answers no writes until restarted');
     this.failAll('The node failed before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
+  }
+
+  /**
+   * The primary counts on entries this member acknowledged and no longer holds (an older
+   * copy of its data directory put back, or a disk that dropped synced writes). Going on
+   * as this member could lose what its acknowledgements helped commit, and restarting
+   * cannot bring the entries back: it stops, says what to do, and is told to `onFatal`.
+   */
+  private loseLog(err: LostLogError): void {
+    if (this.failed) return;
+    const id = this.opts.id;
+    const message = `member ${id} stops: the primary ${err.leader} counts on index ${err.acknowledged}, which this member acknowledged, `
+      + `but its log in ${this.opts.dataDir} ends at ${err.lastIndex}. Its data directory lost writes it had acknowledged (an older copy put back, `
+      + `or a disk that dropped synced writes), so it must not rejoin as ${id}: remove it (DELETE /admin/v1/cluster/members/${id} at the primary), `
+      + 'then add a member with a new id and an empty data directory (docs/operations.md, "Backups").';
+    this.failed = err;
+    this.stopClocks();
+    this.opts.log.fatal({ event: 'log_lost', acknowledged: err.acknowledged, last_index: err.lastIndex, leader: err.leader }, message);
+    this.failAll('The node stopped before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
+    this.opts.onFatal?.(message);
   }
 
   private stopClocks(): void {

@@ -44,13 +44,22 @@ async function main(): Promise<void> {
   // TLS files given are checked before the data directory is touched; those the
   // development setup makes are checked as the node starts.
   const files = tlsFiles(config);
-  if ([files.ca, files.cert, files.key].every((f) => existsSync(f))) readTls(files);
+  if ([files.ca, files.cert, files.key].every((f) => existsSync(f))) readTls(files, config.members.length > 1 ? config.node_id : undefined);
   // A node already running on the directory is found before the development setup
   // writes anything into it (certificates, tokens); the node takes the lock for good
   // as it opens its stores.
   await (await DataDirLock.take(config.data_dir)).release();
   const made = devSetup(config);
-  const node = await startNode(config, loadPrincipals(config));
+  let stopFatally = (message: string): void => {
+    process.stderr.write(`${message}\n`);
+    process.exit(2);
+  };
+  const node = await startNode(config, loadPrincipals(config), { onFatal: (message) => stopFatally(message) });
+  // Stopped for good (a restart cannot help): said on stderr, and exit status 2, as a refused start.
+  stopFatally = (message) => {
+    process.stderr.write(`${message}\n`);
+    node.close().finally(() => process.exit(2));
+  };
   const tls = tlsFiles(config);
   const lines = [
     '',

@@ -195,9 +195,12 @@ export const MemberRequest = z.strictObject({
   ...MemberAddresses.shape,
 });
 export const MemberParam = z.strictObject({ id: MemberId });
+/** A member's role as the status routes say it: Raft's, or learner (no vote yet), or removed. */
+const MemberRoleView = z.enum(['leader', 'follower', 'preCandidate', 'candidate', 'learner', 'removed'])
+  .meta({ description: 'This replica\'s role: Raft\'s own (leader, follower, preCandidate, candidate), or learner (it receives the log but does not vote), or removed (it applied its removal and serves nothing).' });
 export const ClusterView = z.strictObject({
   node: z.string(),
-  role: z.string(),
+  role: MemberRoleView,
   term: z.number().int(),
   leader: z.string().nullable(),
   commit_index: z.number().int(),
@@ -225,7 +228,7 @@ export const HealthView = z.strictObject({ status: z.literal('ok') });
 export const ReadinessView = z.strictObject({
   status: z.enum(['ready', 'not ready']),
   node: z.string(),
-  role: z.enum(['leader', 'follower', 'preCandidate', 'candidate']).meta({ description: 'This replica\'s Raft role.' }),
+  role: MemberRoleView,
   leader: z.string().nullable().meta({ description: 'The primary this replica knows of; null during an election.' }),
   commit_index: z.number().int(),
   applied_index: z.number().int(),

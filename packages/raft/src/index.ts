@@ -67,7 +67,7 @@ export { LevelLogStore } from './level-store.js';
 export { LogStoreCorruptError } from './store-records.js';
 export { SEGMENT_BYTES, WalLogStore } from './wal-store.js';
 export { MemoryLogStore, type LogStore, type SaveBatch } from './storage.js';
-export { RaftInvariantError } from './assert.js';
+export { LostLogError, RaftInvariantError } from './assert.js';
 export { checkStart, isEmptyBoot, type ClusterState, type Identity, type StartCheck } from './identity.js';
 export { seededRandom } from './random.js';
 export { confState, decodeConfEntry, isMember, isVoter, members, wasRemoved, type ConfEntry } from './membership.js';

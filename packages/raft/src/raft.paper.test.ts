@@ -561,3 +561,14 @@ t.test('log entries survive a restart: term, vote and log come back from the sto
   t.same(net.appliedData('b'), ['x', 'y', 'z'], 'b re-applies its committed entries after restart, then new ones');
   t.same(text(net.member('b').applied.at(-1)?.data ?? new Uint8Array()), 'z');
 });
+
+t.test('a member whose log lost what it acknowledged stops at the leader\'s next heartbeat, as etcd\'s raft does', async (t) => {
+  const r = newRaft('a', ABC, boot(ents([1, 1]), { term: 1 }));
+  r.step(msg({ type: 'heartbeat', from: 'b', to: 'a', term: 1, commit: 2 }));
+  t.equal(r.log.committed, 2, 'a commit within its log is taken');
+  // The leader commits no further than this member acknowledged (min of its match and
+  // the commit): a higher one means the member's storage lost acknowledged entries.
+  t.throws(() => r.step(msg({ type: 'heartbeat', from: 'b', to: 'a', term: 1, commit: 5 })),
+    { name: 'LostLogError', acknowledged: 5, lastIndex: 2, leader: 'b' });
+  t.equal(r.log.committed, 2, 'and nothing beyond its log is taken as committed');
+});

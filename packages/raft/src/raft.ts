@@ -4,7 +4,7 @@
 //
 // Section numbers refer to the Raft paper ("In Search of an Understandable Consensus
 // Algorithm", extended version) and to Ongaro's thesis where the paper is silent.
-import { assert } from './assert.js';
+import { LostLogError, assert } from './assert.js';
 import { bytesEqual, entryBytes } from './entry.js';
 import { RaftLog } from './log.js';
 import { ConfLog, applyChange, confState, encodeConfEntry, isLearner, isMember, isVoter, members } from './membership.js';
@@ -530,6 +530,8 @@ export class Raft {
   }
 
   private handleHeartbeat(m: Message): void {
+    // A leader's heartbeat commits no further than what this member acknowledged.
+    if (m.commit > this.log.lastIndex()) throw new LostLogError(m.commit, this.log.lastIndex(), m.from);
     this.log.commitTo(m.commit);
     const answer: Outgoing = { type: 'heartbeatResp', to: m.from };
     if (m.context !== undefined) answer.context = m.context;

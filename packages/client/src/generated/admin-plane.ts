@@ -516,7 +516,11 @@ export type components = {
             node: string;
             /** @description The ids removed from the group so far: a member is never added again under one of them. */
             removed: string[];
-            role: string;
+            /**
+             * @description This replica's role: Raft's own (leader, follower, preCandidate, candidate), or learner (it receives the log but does not vote), or removed (it applied its removal and serves nothing).
+             * @enum {string}
+             */
+            role: "leader" | "follower" | "preCandidate" | "candidate" | "learner" | "removed";
             term: number;
             /** @description The voting members in force: the latest configuration in this replica's log. */
             voters: string[];
@@ -603,7 +607,11 @@ export type components = {
             node: string;
             /** @description The ids removed from the group so far: a member is never added again under one of them. */
             removed: string[];
-            role: string;
+            /**
+             * @description This replica's role: Raft's own (leader, follower, preCandidate, candidate), or learner (it receives the log but does not vote), or removed (it applied its removal and serves nothing).
+             * @enum {string}
+             */
+            role: "leader" | "follower" | "preCandidate" | "candidate" | "learner" | "removed";
             term: number;
             /** @description The voting members in force: the latest configuration in this replica's log. */
             voters: string[];

@@ -344,10 +344,10 @@ export type components = {
             /** @description Why it does not serve when waiting will not change it: not added to the group yet, removed from it, or its replica stopped. */
             reason?: string;
             /**
-             * @description This replica's Raft role.
+             * @description This replica's role: Raft's own (leader, follower, preCandidate, candidate), or learner (it receives the log but does not vote), or removed (it applied its removal and serves nothing).
              * @enum {string}
              */
-            role: "leader" | "follower" | "preCandidate" | "candidate";
+            role: "leader" | "follower" | "preCandidate" | "candidate" | "learner" | "removed";
             /** @enum {string} */
             status: "ready" | "not ready";
         };

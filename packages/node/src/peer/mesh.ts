@@ -454,6 +454,8 @@ class Link {
   private scheduled = false;
   private retryAt = 0;
   private closed = false;
+  /** whether the peer was found unreachable and not since reached: the log says each change once. */
+  private down = false;
   readonly client: grpc.Client;
   readonly forwarder: Forwarder;
 
@@ -465,6 +467,22 @@ class Link {
   ) {
     this.client = client;
     this.forwarder = new Forwarder(member.id, client);
+    this.watchChannel(client.getChannel().getConnectivityState(false));
+  }
+
+  /** Says in the log when a peer found unreachable is reached again (its channel is ready). */
+  private watchChannel(last: grpc.connectivityState): void {
+    const channel = this.client.getChannel();
+    channel.watchConnectivityState(last, Infinity, () => {
+      if (this.closed) return;
+      const now = channel.getConnectivityState(false);
+      if (now === grpc.connectivityState.SHUTDOWN) return;
+      if (now === grpc.connectivityState.READY && this.down) {
+        this.down = false;
+        this.o.log.info({ event: 'peer_reachable', peer: this.member.id, peer_addr: this.member.peer_addr }, `member ${this.member.id} at ${this.member.peer_addr} is reached again`);
+      }
+      this.watchChannel(now);
+    });
   }
 
   push(bytes: Uint8Array): void {
@@ -528,6 +546,12 @@ class Link {
         this.retryAt = Date.now() + RECONNECT_MS;
         this.o.metrics.peerDropped.inc({ peer: this.member.id }, this.queue.length);
         this.queue = [];
+        // Once per outage, with what failed: a wrong address, a refused certificate, a peer down.
+        if (!this.down) {
+          this.down = true;
+          this.o.log.warn({ event: 'peer_unreachable', peer: this.member.id, peer_addr: this.member.peer_addr, err: err.details || err.message },
+            `member ${this.member.id} at ${this.member.peer_addr} cannot be reached: ${err.details || err.message}`);
+        }
         this.unreachable();
       }
     });
