@@ -3,14 +3,16 @@
 // leaves the process up; the intent applied in the batch that failed was answered (its
 // entry is durable in the Raft log) and is there after a restart; new intents are
 // answered 422 gateway_error; linearizable reads 503; /readyz says not ready and why;
-// the clocks stop, so nothing more is proposed; and the failure is logged once.
+// the clocks stop, so nothing more is proposed; and the failure is logged once. An
+// export whose store read fails part-way is cut short, so that its client sees it end.
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger, type WrapDb } from '@apl/node';
-import { AGENT_A, bootstrap, envelope, startTestNode } from './support/node.js';
+import { AGENT_A, TOKENS, bootstrap, envelope, startTestNode, testCerts } from './support/node.js';
 
 t.test('a state store that cannot write stops the replica safely, and the process stays up', async (t) => {
   let failing = false;
@@ -83,4 +85,45 @@ t.test('a state store that cannot write stops the replica safely, and the proces
   } finally {
     await again.close();
   }
+});
+
+t.test('an export whose store read fails part-way is cut short, not left open', async (t) => {
+  let failAfter = Infinity;
+  const wrap: WrapDb = (db) => new Proxy(db, {
+    get(target, prop, receiver) {
+      const v = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof v !== 'function') return v;
+      if (prop !== 'values') return (v as (...a: unknown[]) => unknown).bind(target);
+      // The journal's reads: a corrupted block found after `failAfter` records.
+      return (...args: unknown[]) => {
+        const inner = (v as (...a: unknown[]) => AsyncIterable<string>).apply(target, args);
+        return (async function* () {
+          let n = 0;
+          for await (const value of inner) {
+            if (n++ >= failAfter) throw new Error('Corruption: corrupted compressed block contents');
+            yield value;
+          }
+        })();
+      };
+    },
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'apl-export-failure-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const n = await startTestNode({}, dir, undefined, wrap);
+  t.teardown(() => n.close());
+  await bootstrap(n);
+  failAfter = 3;
+  const cut = await new Promise<string>((resolve) => {
+    const req = httpsRequest(`${n.node.adminUrl}/admin/v1/log/export`, { ca: readFileSync(testCerts().ca), headers: { authorization: `Bearer ${TOKENS.operator}` } }, (res) => {
+      let got = '';
+      res.on('data', (c: Buffer) => (got += c.toString()));
+      res.on('end', () => resolve(`ended whole after ${got.split('\n').length - 1} lines`));
+      res.on('error', (err) => resolve(`cut: ${err.message} after ${got.split('\n').filter(Boolean).length} lines`));
+      res.on('aborted', () => resolve(`cut after ${got.split('\n').filter(Boolean).length} lines`));
+    });
+    req.on('error', (err) => resolve(`cut: ${err.message}`));
+    req.end();
+    setTimeout(() => resolve('still open after 10 s'), 10_000).unref();
+  });
+  t.match(cut, /^cut/, `the client sees the export end short: ${cut}`);
 });

@@ -217,7 +217,12 @@ export function errorHandler(log: Logger): (err: unknown, req: Request, res: Res
     const e = toApiError(err, req);
     if (e.body.error === 'internal_error') log.error({ event: 'internal_error', method: req.method, path: req.path, err: (err as Error)?.stack ?? String(err) }, 'unexpected error');
     res.locals.error = e.body.error;
-    if (res.headersSent) return;
+    // An answer already begun (an export, a feed) cannot become an error answer: its
+    // connection is cut, so that the client sees it end short instead of waiting for ever.
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
     sendJson(res, e.status, e.body);
   };
 }
