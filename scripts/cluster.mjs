@@ -138,11 +138,19 @@ async function start() {
   writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
   writeFileSync(portsFile, `${JSON.stringify(ports)}\n`);
   // A spare started for the first time waits to be added: there is no primary to wait for.
-  if (configs.every((c) => c.cluster_state === 'join' && !everStarted.includes(c.node_id))) return printJoining(configs.map(self), everStarted);
+  if (configs.every((c) => c.cluster_state === 'join' && !everStarted.includes(c.node_id))) return printJoining(configs.map(self), everStarted, await currentMembers(alive));
   const members = Object.keys(pids).filter((id) => !removed(id)).sort().map((id) => self(deployConfig(id)));
   const primary = await electedLeader(members);
   const leader = primary.node;
   writeMembers(primary);
+  // A member started is said to run once it serves: one that stops (a store refused by
+  // the group) or stays cut off (a certificate its peers refuse) is said to, with why.
+  const serving = await Promise.all(started.filter((id) => [...primary.voters, ...primary.learners].includes(id)).map(async (id) => [id, await readiness(id, pids[id])]));
+  const notServing = serving.filter(([, r]) => r !== null);
+  if (notServing.length > 0) {
+    for (const [id] of notServing) console.error(`--- ${id}.log\n${readFileSync(join(dir, `${id}.log`), 'utf8').slice(logFrom[id]).split('\n').slice(-15).join('\n')}`);
+    fail(notServing.map(([id, why]) => `${id} ${why}`).join('; '));
+  }
   const what = started.length === 0 ? `all ${members.length} members already run` : `started ${started.join(', ')}`;
   const lines = ['', `agent-plane ledger: a cluster of ${members.length} members runs from ${dir} (${what}); the primary is ${leader}.`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
@@ -205,10 +213,13 @@ function aplArgs(members) {
   return defaults ? '' : `--data-dir ${dir} --admin-url ${members.map((m) => m.admin_url).join(',')} `;
 }
 
-/** Spares started for the first time: what to run next to add them. */
-function printJoining(started, everStarted) {
-  // apl reaches the members that ran before (the spares' own admin planes cannot add them).
-  const members = local(deployConfig(started[0].id).members).filter((m) => everStarted.includes(m.id) && !started.some((x) => x.id === m.id) && !removed(m.id));
+/** Spares started for the first time: what to run next to add them, at the members in force (`view`, a running member's). */
+function printJoining(started, everStarted, view) {
+  // apl reaches the members in force (the spares' own admin planes cannot add them):
+  // as a running member reports them, else those of the spare's config that ran before.
+  const members = view !== null
+    ? view.members.filter((m) => m.admin_url !== null && !started.some((x) => x.id === m.id))
+    : local(deployConfig(started[0].id).members).filter((m) => everStarted.includes(m.id) && !started.some((x) => x.id === m.id) && !removed(m.id));
   const lines = [''];
   for (const m of started) {
     lines.push(
@@ -255,6 +266,25 @@ async function stop() {
 }
 
 /** Waits until a started member logged that it listens (true) or exited (false). */
+/**
+ * Null once a started member serves (its /readyz answers 200); else why not, when it
+ * exits or 30 s pass: what its /readyz said last.
+ */
+async function readiness(id, pid) {
+  const ca = readFileSync(join(certDir, 'ca.pem'));
+  const url = `${self(deployConfig(id)).agent_url}/readyz`;
+  const deadline = Date.now() + 30_000;
+  let said = 'did not answer';
+  while (Date.now() < deadline) {
+    if (running({ [id]: pid }).length === 0) return 'stopped after it started (its log above says why)';
+    const r = await status(url, ca).catch(() => null);
+    if (r?.code === 200) return null;
+    if (r) said = `answered ${r.code}: ${r.body.reason ?? r.body.status ?? ''}`;
+    await sleep(200);
+  }
+  return `runs but does not serve after 30 s: its /readyz ${said} (its log above may say why)`;
+}
+
 async function listening(id, pid, from) {
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
@@ -283,6 +313,26 @@ async function electedLeader(members) {
   }
   for (const m of members) console.error(`--- ${m.id}.log\n${readFileSync(join(dir, `${m.id}.log`), 'utf8').split('\n').slice(-15).join('\n')}`);
   fail(`no primary was elected in 30 s (the logs above say why); npm run cluster:stop${dirArg()} stops what started`);
+}
+
+/** A GET without a token: its status and JSON body. */
+function status(url, ca) {
+  return new Promise((resolvePromise, reject) => {
+    const req = request(url, { ca, timeout: 2_000 }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => {
+        try {
+          resolvePromise({ code: res.statusCode, body: JSON.parse(body) });
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 function get(url, token, ca) {
