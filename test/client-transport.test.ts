@@ -5,7 +5,12 @@
 // refuses the connection; an intent that could not be confirmed is thrown with the
 // transaction id it went with and how many times it was sent, and as the 503 it got
 // even when no connection follows it; an intent that never got past TLS is not sent
-// again; and the feed asks again after a server's failure.
+// again; and the feed asks again after a server's failure. A request that timed out
+// is never sent again behind the caller's back; a replica that does not answer in time
+// is passed over for the next one for a read or an intent, not for an admin write; an
+// error thrown after an intent was sent carries its id and sends whatever its kind; a
+// read-back that is not the transaction is refused; a feed's silence is reported with
+// its own time-out; and a last page's null cursor is nothing after it, never "null".
 import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
@@ -13,7 +18,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AdminClient, AgentClient, CommitUnavailableError, TransportError } from '@apl/client';
+import { AdminClient, AgentClient, CommitUnavailableError, TransportError, UnexpectedResponseError } from '@apl/client';
 import { EVIDENCE, testCerts } from './support/node.js';
 import { errorReply, startProxy } from './support/proxy.js';
 
@@ -181,4 +186,126 @@ t.test('the feed asks again after a server failure (a 5xx, a proxy\'s HTML page)
   t.equal(err, null, `it did not give up: ${String(err)}`);
   t.equal(reasons.length, 2, 'it reconnected');
   t.same(records, []);
+});
+
+const INTENT = { entries: [], action: { action: 'purchase.book', bindings: {} }, evidence: [EVIDENCE], justification: 'j', policy: 'pol_1' };
+const AGENT = { attestation: 'v4.public.x', agent: 'agent://acme.example/agent/buyer-7' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+t.test('a request that timed out is not sent again once the caller has its error', async (t) => {
+  const posts: number[] = [];
+  const url = await server(t, (req, res) => {
+    if (req.method === 'POST') return void posts.push(Date.now()); // and never answered
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(DIGEST);
+  });
+  const admin = new AdminClient({ url, ca, token: 'x', timeoutMs: 400 });
+  t.teardown(() => admin.close());
+  // A request answered first, so that the POST goes on a kept-alive connection.
+  t.equal((await admin.getDigest()).applied_index, 1);
+  const err = await within(admin.addParty({ id: 'party_x' }).then(() => null, (e: unknown) => e), 10_000);
+  t.type(err, TransportError);
+  t.equal((err as TransportError).code, 'ETIMEDOUT');
+  await sleep(500);
+  t.equal(posts.length, 1, 'the admin write went once, and not again behind the caller\'s back');
+});
+
+t.test('a replica that does not answer in time is passed over for a read and an intent, not for an admin write', async (t) => {
+  const hung: string[] = [];
+  const slow = await server(t, (req) => {
+    hung.push(`${req.method} ${req.url}`); // never answered
+  });
+  const fast = await server(t, (req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    if (req.method === 'GET' && req.url === '/admin/v1/log/digest') return res.end(DIGEST);
+    if (req.method === 'GET') return res.end('{"id":"pol_1"}');
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => res.end(JSON.stringify({
+      transaction: (JSON.parse(body) as { transaction: string }).transaction, verdict: 'Permitted', posted: true, policy: 'pol_1',
+      obligations_pending: [], justification_hash: 'a'.repeat(64), provenance: { rule: 'R-x', basis: 'b', obligations_created: [], obligations_discharged: [] },
+    })));
+  });
+  const admin = new AdminClient({ url: [slow, fast], ca, token: 'x', timeoutMs: 300 });
+  t.teardown(() => admin.close());
+  t.equal((await within(admin.getDigest(), 10_000)).applied_index, 1, 'the read is answered by the next replica');
+  // A client of its own, which tries the hung replica first.
+  const writer = new AdminClient({ url: [slow, fast], ca, token: 'x', timeoutMs: 300 });
+  t.teardown(() => writer.close());
+  const write = await within(writer.addParty({ id: 'party_y' }).then(() => null, (e: unknown) => e), 10_000);
+  t.type(write, TransportError, 'an admin write is not sent to another replica');
+  const agent = new AgentClient({ url: [slow, fast], ca, ...AGENT, timeoutMs: 300, retryDelayMs: 1 });
+  t.teardown(() => agent.close());
+  const r = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_passed_over' }), 10_000);
+  t.equal(r.outcome.transaction, 'txn_passed_over', 'the intent is answered by the next replica');
+  t.same(hung.filter((h) => h.startsWith('POST /api/v1/intents')).length, 1, 'after the hung one had it once');
+});
+
+t.test('an error thrown after an intent was sent carries its id and how often it was sent, whatever its kind', async (t) => {
+  const proxyPage = await server(t, (_req, res) => {
+    res.writeHead(502, { 'content-type': 'text/html' });
+    res.end('<html><body>Bad Gateway</body></html>');
+  });
+  const agent = new AgentClient({ url: proxyPage, ca, ...AGENT, retryDelayMs: 1 });
+  t.teardown(() => agent.close());
+  const err = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_html' }).then(() => null, (e: unknown) => e), 10_000);
+  t.type(err, UnexpectedResponseError);
+  t.equal((err as UnexpectedResponseError).transaction, 'txn_html');
+  t.equal((err as UnexpectedResponseError).attempts, 1);
+  const silent = await server(t, () => undefined);
+  const hung = new AgentClient({ url: silent, ca, ...AGENT, timeoutMs: 200, commitRetries: 1, retryDelayMs: 1 });
+  t.teardown(() => hung.close());
+  const timeout = await within(hung.submitIntent({ ...INTENT, transaction: 'txn_hung' }).then(() => null, (e: unknown) => e), 10_000);
+  t.type(timeout, TransportError);
+  t.equal((timeout as TransportError).transaction, 'txn_hung');
+  t.equal((timeout as TransportError).attempts, 2, 'sent, and sent again once');
+});
+
+t.test('a read-back that is not the transaction is an unexpected answer, never an outcome', async (t) => {
+  const url = await server(t, (req, res) => {
+    if (req.method === 'POST') return void res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"commit_unavailable","message":"m"}');
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"id":"pol_a"}');
+  });
+  const agent = new AgentClient({ url, ca, ...AGENT, commitRetries: 0 });
+  t.teardown(() => agent.close());
+  const err = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_readback' }).then((r) => r, (e: unknown) => e), 10_000);
+  t.type(err, UnexpectedResponseError, `not an outcome: ${JSON.stringify(err)}`);
+  t.match((err as Error).message, /the read-back of txn_readback answered a body that is not that transaction/);
+  t.equal((err as UnexpectedResponseError).transaction, 'txn_readback');
+});
+
+t.test('a feed gone silent is reconnected after its own idle time-out, and says that time', async (t) => {
+  const url = await server(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    res.write('{"heartbeat":true,"next":0}\n'); // then silence
+  });
+  const admin = new AdminClient({ url, ca, token: 'x' });
+  t.teardown(() => admin.close());
+  const stop = new AbortController();
+  const reasons: string[] = [];
+  const done = (async () => {
+    for await (const _ of admin.feed({ idleTimeoutMs: 300, signal: stop.signal, onReconnect: (r) => { reasons.push(r.reason); stop.abort(); } })) { /* none */ }
+  })().catch(() => undefined);
+  await within(done, 10_000);
+  t.ok(reasons.length >= 1, 'it reconnected');
+  t.notMatch(reasons[0] ?? '', /30000 ms/, `not the request time-out: ${reasons[0]}`);
+  t.match(reasons[0] ?? '', /300 ms|silent for too long/);
+});
+
+t.test('a last page\'s null cursor has nothing after it: never sent as "null"', async (t) => {
+  const seen: string[] = [];
+  const url = await server(t, (req, res) => {
+    seen.push(req.url!);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"parties":[{"id":"party_acme"}],"next":null}');
+  });
+  const admin = new AdminClient({ url, ca, token: 'x' });
+  t.teardown(() => admin.close());
+  const page = await admin.listParties({ limit: 50 });
+  const rest: string[] = [];
+  for await (const p of admin.allParties({ after: page.next })) rest.push(p.id);
+  t.same(rest, [], 'nothing after the last page');
+  await t.rejects(admin.listParties({ after: null }), RangeError);
+  t.same(seen, ['/admin/v1/parties?limit=50'], 'no request with after=null');
 });

@@ -21,7 +21,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { call, query, seg } from './call.js';
-import { ApiError, NoAttestationError, TransportError, UnreadableAttestationError } from './errors.js';
+import { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, UnreadableAttestationError } from './errors.js';
 import type { components, operations } from './generated/agent-plane.js';
 import { CommitUnavailableError, INT128_PLANS, PolicyPinMismatchError, StalePolicyError } from './generated/contract.js';
 import { assertRuntime, type Plan } from './json.js';
@@ -152,8 +152,10 @@ export class AgentClient {
         const stale = err instanceof StalePolicyError || err instanceof PolicyPinMismatchError;
         if (!stale || attempt >= PIN_ATTEMPTS_MAX) {
           // What the caller needs to retry safely: the id it went with, and how often it went.
-          if (err instanceof ApiError) err.attempts = posts;
-          if (err instanceof ApiError || err instanceof TransportError) err.transaction = transaction;
+          if (err instanceof ApiError || err instanceof TransportError || err instanceof UnexpectedResponseError) {
+            err.attempts = posts;
+            err.transaction = transaction;
+          }
           throw err;
         }
         pin = (await this.getActivePolicy({ attestation })).id;
@@ -168,7 +170,7 @@ export class AgentClient {
       if (retry > 0) await sleep(this.retryDelayMs * 2 ** (retry - 1));
       counted();
       try {
-        const { value, answer } = await call<Outcome>(this.transport, 'POST', '/api/v1/intents', { body: envelope, plan: plan('submitIntent') });
+        const { value, answer } = await call<Outcome>(this.transport, 'POST', '/api/v1/intents', { body: envelope, plan: plan('submitIntent'), idempotent: true });
         return { outcome: value, replayed: answer.headers['idempotent-replayed'] === 'true', readBack: false };
       } catch (err) {
         // A 503, or an answer lost on the way back: the entry may be in the log.
@@ -195,6 +197,11 @@ export class AgentClient {
   private async readBack(envelope: IntentEnvelope): Promise<Outcome | null> {
     try {
       const t = await this.getTransaction(envelope.transaction, { attestation: envelope.attestation });
+      // The outcome is handed back as the answer to the intent: it must be the intent's.
+      if (t === null || typeof t !== 'object' || t.transaction !== envelope.transaction || typeof t.verdict !== 'string' || typeof t.posted !== 'boolean') {
+        const text = JSON.stringify(t, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) ?? String(t);
+        throw new UnexpectedResponseError(200, text, `the read-back of ${envelope.transaction} answered a body that is not that transaction: ${text.slice(0, 200)}`);
+      }
       return {
         transaction: t.transaction, verdict: t.verdict, posted: t.posted, policy: t.policy,
         obligations_pending: t.obligations_pending, justification_hash: t.justification_hash, provenance: t.provenance,

@@ -74,6 +74,8 @@ export class UnreadableAttestationError extends Error {
 /** The request got no answer. `code` is the system's (ECONNREFUSED, ETIMEDOUT, a TLS code, ...). */
 export class TransportError extends Error {
   override readonly name = 'TransportError';
+  /** attempts, from `submitIntent`: how many times the intent was sent, as on ApiError. */
+  attempts?: number;
   /** transaction is the id `submitIntent` sent the intent with, as on ApiError. */
   transaction?: string;
   constructor(readonly url: string, readonly code: string, message: string, options?: { cause?: unknown }) {
@@ -84,6 +86,10 @@ export class TransportError extends Error {
 /** An answer the contract does not describe (not JSON where JSON was due, an undocumented status). */
 export class UnexpectedResponseError extends Error {
   override readonly name = 'UnexpectedResponseError';
+  /** attempts, from `submitIntent`: how many times the intent was sent, as on ApiError. */
+  attempts?: number;
+  /** transaction is the id `submitIntent` sent the intent with, as on ApiError. */
+  transaction?: string;
   constructor(readonly status: number, readonly text: string, message: string) {
     super(message);
   }

@@ -13,8 +13,12 @@ export const PAGE_LIMIT_MAX = 1000;
 export interface PageOptions {
   /** limit is the most items in the page: 1 to PAGE_LIMIT_MAX (the node's default: 100). */
   limit?: number | undefined;
-  /** after is the `next` of the previous page: this page continues after it. */
-  after?: string | undefined;
+  /**
+   * after is the `next` of the previous page: this page continues after it. A last
+   * page's `next` (null) has nothing after it: a list refuses it with a RangeError
+   * before any request, and an `all...` walk from it yields nothing.
+   */
+  after?: string | null | undefined;
   /** consistency: linearizable (the default) or local (this replica, without a round trip). */
   consistency?: 'linearizable' | 'local' | undefined;
 }
@@ -29,6 +33,7 @@ export function pageQuery(o: PageOptions): Record<string, string | number | unde
   if (o.limit !== undefined && !(Number.isInteger(o.limit) && o.limit >= 1 && o.limit <= PAGE_LIMIT_MAX)) {
     throw new RangeError(`limit must be an integer from 1 to ${PAGE_LIMIT_MAX}, not ${String(o.limit)}`);
   }
+  if (o.after === null) throw new RangeError('after is null, the next of a last page: there is no page after it');
   return { limit: o.limit, after: o.after, consistency: o.consistency };
 }
 
@@ -37,7 +42,8 @@ export function pageQuery(o: PageOptions): Record<string, string | number | unde
  * page, `items(page)` takes its items. A cursor that does not move on is the node's
  * bug, not the caller's: it is thrown rather than followed forever.
  */
-export async function* pages<P extends Page, T>(fetch: (after: string | undefined) => Promise<P>, items: (page: P) => readonly T[], first?: string): AsyncGenerator<T> {
+export async function* pages<P extends Page, T>(fetch: (after: string | undefined) => Promise<P>, items: (page: P) => readonly T[], first?: string | null): AsyncGenerator<T> {
+  if (first === null) return; // the next of a last page: nothing comes after it
   let after = first;
   for (;;) {
     const page = await fetch(after);

@@ -9,7 +9,10 @@
  * at most once per request. The address that answered is used first from then on.
  * Only configured addresses are followed: an answer cannot send the client's
  * credentials to a host it was not given. A replica that refuses the connection
- * (nothing was sent) is passed over for the next untried address in the same way.
+ * (nothing was sent) is passed over for the next untried address in the same way,
+ * and so is one that gives no answer in time (or cuts it off) to a request that may
+ * be sent twice: a read, or a write marked `idempotent` (an intent, whose transaction
+ * id makes a second send a replay).
  */
 import { Agent, request } from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
@@ -45,7 +48,15 @@ export interface Outgoing {
   body?: string;
   /** signal aborts the request, and the answer's stream with it. */
   signal?: AbortSignal;
+  /**
+   * idempotent: sending it twice does what sending it once does, so a replica that
+   * does not answer in time is passed over for another. GET and HEAD always are.
+   */
+  idempotent?: boolean;
 }
+
+/** Codes of a request that may have reached a replica that then gave no whole answer. */
+const NO_ANSWER = new Set(['ETIMEDOUT', 'ECONNRESET', 'EPIPE']);
 
 const TIMEOUT_MS_DEFAULT = 30_000;
 
@@ -86,9 +97,12 @@ export class Transport {
       try {
         answer = await this.once(this.urls[i]!, method, path, out);
       } catch (err) {
-        // Refused before anything was sent: another replica may be up.
+        // Refused before anything was sent, or no answer to what may safely be sent
+        // again: another replica may be up.
         const untried = this.untried(tried);
-        if ((err as TransportError).code !== 'ECONNREFUSED' || untried < 0) throw err;
+        const code = (err as TransportError).code;
+        const again = code === 'ECONNREFUSED' || (NO_ANSWER.has(code) && (out.idempotent === true || method === 'GET' || method === 'HEAD'));
+        if (!again || untried < 0) throw err;
         i = untried;
         continue;
       }
@@ -131,7 +145,8 @@ export class Transport {
       const req = this.start(url, method, path, out, reject);
       req.on('response', (res) => {
         // From here the request's timer measures the stream's silences.
-        req.setTimeout(this.timeoutMs, () => res.destroy(new TransportError(url, 'ETIMEDOUT', `the answer was silent for ${this.timeoutMs} ms`)));
+        // The reader may set the socket's time-out of its own (the feed's idleTimeoutMs).
+        req.setTimeout(this.timeoutMs, () => res.destroy(new TransportError(url, 'ETIMEDOUT', `the answer was silent for ${req.socket?.timeout ?? this.timeoutMs} ms`)));
         resolve(res);
       });
     });
@@ -164,23 +179,29 @@ export class Transport {
 
   private once(url: string, method: string, path: string, out: Outgoing, retried = false): Promise<Answer> {
     return new Promise((resolve, reject) => {
-      // The whole answer within the time-out, not only no silence that long: a server
-      // that trickles bytes does not hold the call for ever.
-      const deadline = setTimeout(() => {
-        reject(new TransportError(url, 'ETIMEDOUT', `no whole answer in ${this.timeoutMs} ms`));
-        req.destroy();
-      }, this.timeoutMs);
+      // Settled once: what the request's end stirs up after (the reset its destruction
+      // causes) is not acted on.
+      let settled = false;
       const settle = <T>(f: (v: T) => void) => (v: T) => {
+        if (settled) return;
+        settled = true;
         clearTimeout(deadline);
         f(v);
       };
+      // The whole answer within the time-out, not only no silence that long: a server
+      // that trickles bytes does not hold the call for ever.
+      const deadline = setTimeout(() => {
+        settle(reject)(new TransportError(url, 'ETIMEDOUT', `no whole answer in ${this.timeoutMs} ms`));
+        req.destroy();
+      }, this.timeoutMs);
       const req = this.start(url, method, path, out, (err) => {
-        clearTimeout(deadline);
         // A kept-alive connection the server closed while idle fails the first write
         // on it; the request never reached the server, so it is sent again, once.
-        if (!retried && req.reusedSocket && (err as TransportError).code === 'ECONNRESET') {
+        if (!settled && !retried && req.reusedSocket && (err as TransportError).code === 'ECONNRESET') {
+          settled = true;
+          clearTimeout(deadline);
           this.once(url, method, path, out, true).then(resolve, reject);
-        } else reject(err);
+        } else settle(reject)(err);
       });
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
