@@ -27,7 +27,11 @@ t.test('the node\'s refusals exit 4 with advice; 503 and 421 exit 5', async (t) 
   t.equal(failure(api('malformed_request', 400), ctx).hint, null);
   t.same([failure(api('commit_unavailable', 503), ctx).exit, failure(api('not_primary', 421), ctx).exit], [EXIT.unavailable, EXIT.unavailable]);
   t.match(failure(api('not_primary', 421), ctx).hint, /every replica/);
-  t.match(failure(api('commit_unavailable', 503), ctx).hint, /same --transaction/);
+  const unconfirmed = api('commit_unavailable', 503);
+  unconfirmed.transaction = 'txn_x1';
+  t.equal(failure(unconfirmed, ctx).hint, 'The commit could not be confirmed and the intent may have landed: submit again with --transaction txn_x1, or read it with apl agent tx txn_x1.');
+  t.match(failure(api('commit_unavailable', 503), ctx).hint, /^The replica could not confirm it in time, or cannot serve now/, 'a read\'s or an admin write\'s: no intent advice');
+  t.notMatch(failure(api('commit_unavailable', 503), ctx).hint, /--transaction/);
   const fourEyes = failure(new ERROR_CLASSES.forbidden(403, { error: 'forbidden', message: 'The reviewer of policy pol_1 must not be its author (dana).' } as never), ctx);
   t.match(fourEyes.hint, /^Four eyes: another principal must take this step/, 'the principal has the role; another must act');
   // The command that shows what exists: one that there is, for each kind.

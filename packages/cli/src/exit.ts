@@ -152,7 +152,9 @@ function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
     case 'already_exists':
       return existsHint(err);
     case 'commit_unavailable':
-      return 'The commit could not be confirmed and the intent may have landed: submit again with the same --transaction, or read it with apl agent tx <id>.';
+      // An intent's (submitIntent put its id on the error), or a read's or an admin write's.
+      if (err.transaction !== undefined) return `The commit could not be confirmed and the intent may have landed: submit again with --transaction ${err.transaction}, or read it with apl agent tx ${err.transaction}.`;
+      return 'The replica could not confirm it in time, or cannot serve now; an admin write may have landed. Retry shortly, or ask another replica: give every replica\'s address, comma-separated (--agent-url / --admin-url).';
     case 'not_primary':
       return 'No configured replica could take the write: give every replica\'s address, comma-separated (--agent-url / --admin-url).';
     case 'invalid_transition':
