@@ -198,6 +198,8 @@ t.test('a dead replica is replaced: a learner catches up by snapshot, is promote
   t.equal(added.members.find((m: { id: string }) => m.id === 'n4').role, 'learner');
   await caughtUp(c, live, 'n4');
   t.match(c.process('n4')!.output(), /snapshot_installed/, 'the learner caught up by the streamed snapshot');
+  t.equal((await view(c, 'n4')).role, 'learner', 'and says so of itself');
+  t.equal((await c.handle('n4').agent.request('GET', '/readyz')).body.role, 'learner');
 
   const promoted = await admin(c, live[1]!, 'POST', '/admin/v1/cluster/members/n4/promote');
   t.ok(promoted.voters.includes('n4'), 'n4 votes');
@@ -210,6 +212,7 @@ t.test('a dead replica is replaced: a learner catches up by snapshot, is promote
   t.ok(load.acked.size > 50, `${load.acked.size} intents acknowledged through the change`);
   t.ok(load.gapMsMax() < WRITE_GAP_MS_MAX, `the writes never stopped for more than ${WRITE_GAP_MS_MAX} ms (longest gap ${load.gapMsMax()} ms)`);
   for (const id of [...live, 'n4']) t.same((await view(c, id)).voters, [...live, 'n4'].sort(), `${id} sees the same voters`);
+  t.match(c.process('n4')!.output(), /"event":"role_changed","role":"follower"/, 'n4 logged that it became a follower (a voter)');
   t.equal((await c.handle('n4').agent.request('GET', '/readyz')).status, 200, 'n4 is ready');
   await checkAll(t, c, [...live, 'n4'], load);
 });

@@ -23,6 +23,7 @@ t.test('every request and state change is one JSON line, with no secret in any',
   t.ok(records.length > 10, `${records.length} lines, each a JSON object`);
   t.match(records.find((r) => r.event === 'node_started'), { level: 'info', node: 'n1', agent: /^https:\/\/127\.0\.0\.1:\d+$/ });
   t.ok(records.some((r) => r.event === 'replica_open'));
+  t.match(records.find((r) => r.event === 'role_changed' && r.role === 'leader'), { level: 'info', leader: 'n1', msg: /^n1 is the primary in term \d+; the primary is n1$/ }, 'a change of role is logged');
   t.ok(records.some((r) => r.event === 'node_stopped'));
   t.match(records.find((r) => r.event === 'request' && r.transaction === 'txn_logged'),
     { plane: 'agent', method: 'POST', route: '/api/v1/intents', status: 200, ms: Number });

@@ -318,9 +318,8 @@ export class Replica {
    * This member's role as an operator reads it: Raft's own, but `learner` for a member
    * that receives the log without a vote, and `removed` once it applied its removal.
    */
-  role(): MemberRole {
+  role(s: Status = this.raft.status()): MemberRole {
     if (this.removed) return 'removed';
-    const s = this.raft.status();
     return s.role !== 'leader' && s.conf.learners.includes(this.opts.id) ? 'learner' : s.role;
   }
 
@@ -922,14 +921,14 @@ export class Replica {
     const s = this.raft.status();
     this.observeMembers(s.conf);
     if (s.term > this.term) this.onNewTerm(s.term);
-    const role = this.role();
+    const role = this.role(s);
     if (s.leader !== this.leaderSeen || role !== this.roleSeen) {
       if (this.roleSeen === 'leader' && role !== 'leader') this.steppedDownAt = Date.now();
       this.leaderSeen = s.leader;
       this.roleSeen = role;
       if (s.leader !== null) this.askReadsAgain();
       this.opts.log.info({ event: 'role_changed', role, term: s.term, leader: s.leader },
-        `${this.opts.id} is ${role === 'leader' ? 'the primary' : `a ${role}`} in term ${s.term}; ${s.leader === null ? 'no primary is known' : `the primary is ${s.leader}`}`);
+        `${this.opts.id} is ${role === 'leader' ? 'the primary' : role === 'removed' ? 'removed from the cluster' : `a ${role}`} in term ${s.term}; ${s.leader === null ? 'no primary is known' : `the primary is ${s.leader}`}`);
     }
     const m = this.opts.metrics;
     m.appliedIndex.set(this.store.position.applied);
