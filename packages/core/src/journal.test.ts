@@ -7,9 +7,9 @@ import { AGENT_B, Harness, intent, verdictOf } from './testing.js';
 
 const leg = (account: string, side: string, minor: bigint, currency = 'USD') => ({ account, side, amount: { minor, currency } });
 
-function refusal(h: Harness, entries: unknown[]): string {
+function refusal(h: Harness, entries: unknown[], agent?: string): string {
   const before = h.stateHash;
-  const a = h.run(intent({ entries }));
+  const a = h.run(intent({ entries, ...(agent === undefined ? {} : { agent }) }));
   if (a.result.ok) throw new Error('expected a refusal');
   if (h.stateHash !== before) throw new Error('a refused intent changed the state');
   return a.result.error.message;
@@ -57,4 +57,14 @@ t.test('account totals stop at 2^128-1, counting every leg of the intent', async
     'Posting 1 USD would bring the debit total of account acc_cash_a to 340282366920938463463374607431768211456, above the limit of 340282366920938463463374607431768211455.');
   h.ok(intent({ entries: [leg('acc_cash_a', 'Debit', 1n), leg('acc_books_a', 'Credit', 1n)] }));
   t.equal(totalsOf(h.state.accounts.get('acc_cash_a')!, 'USD').debits, (1n << 128n) - 1n);
+});
+
+t.test('a house account\'s totals, which no agent reads, are not told in the refusal at its limit', async (t) => {
+  const h = Harness.bootstrap();
+  const max = (1n << 127n) - 1n;
+  h.ok(intent({ entries: [leg('acc_cash_a', 'Debit', max), leg('acc_house', 'Credit', max)] }));
+  h.ok(intent({ entries: [leg('acc_cash_a', 'Debit', max), leg('acc_house', 'Credit', max)] }));
+  const said = refusal(h, [leg('acc_cash_b', 'Debit', 2n), leg('acc_house', 'Credit', 2n)], AGENT_B);
+  t.equal(said, 'Posting 2 USD would bring the credit total of account acc_house above the limit of 340282366920938463463374607431768211455.');
+  t.notMatch(said, /340282366920938463463374607431768211454/, 'the house account\'s total is not in it');
 });

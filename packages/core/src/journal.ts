@@ -49,7 +49,10 @@ export function planPostings(state: State, party: string, entries: readonly Entr
     const base = after.get(key) ?? sideTotal(totalsOf(account, entry.amount.currency), entry.side);
     const total = base + entry.amount.minor;
     if (total > COUNTER_MAX) {
-      return { ok: false, message: `Posting ${entry.amount.minor} ${entry.amount.currency} would bring the ${entry.side.toLowerCase()} total of account ${entry.account} to ${total}, above the limit of ${COUNTER_MAX}.` };
+      // A house account's totals are every party's business together: the agent that
+      // cannot read them (its reads answer 404) is not told them here either.
+      const to = account.party === null ? '' : ` to ${total},`;
+      return { ok: false, message: `Posting ${entry.amount.minor} ${entry.amount.currency} would bring the ${entry.side.toLowerCase()} total of account ${entry.account}${to} above the limit of ${COUNTER_MAX}.` };
     }
     after.set(key, total);
     plans.push({ account, entry });
