@@ -215,6 +215,9 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   const hostless = await getText('/admin/v1/parties', TOKENS.operator, ['authorization', `Bearer ${TOKENS.operator}`]);
   t.equal(hostless.status, 400, 'HTTP/1.1 without Host');
   t.same(JSON.parse(hostless.text), { error: 'malformed_request', message: 'The request has no Host header, which HTTP/1.1 requires.' });
+  const twoHosts = await getText('/admin/v1/parties', TOKENS.operator, ['host', host, 'Host', 'elsewhere.example', 'authorization', `Bearer ${TOKENS.operator}`]);
+  t.equal(twoHosts.status, 400, 'Host sent twice (RFC 9112 §3.2)');
+  t.same(JSON.parse(twoHosts.text), { error: 'malformed_request', message: 'The Host header was sent more than once; send it once.' });
   await refused(t, 'operator', 'POST', '/admin/v1/parties', { id: 'p', extra: true }, 400, invalid('party', [{ path: '', message: 'unknown field "extra"' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/parties', undefined, 400, invalid('party', [{ path: '', message: 'is required' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: 'buyer-7', party: 'party_acme' }, 400, invalid('agent binding', [{ path: 'agent', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));

@@ -190,6 +190,10 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
     if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
       return next(new ApiError('malformed_request', 'The request has no Host header, which HTTP/1.1 requires.'));
     }
+    // ... and exactly one (RFC 9112 §3.2: a server answers 400 to more); Node.js keeps the first.
+    let hosts = 0;
+    for (let k = 0; k < req.rawHeaders.length; k += 2) if (req.rawHeaders[k]!.length === 4 && req.rawHeaders[k]!.toLowerCase() === 'host') hosts++;
+    if (hosts > 1) return next(new ApiError('malformed_request', 'The Host header was sent more than once; send it once.'));
     next();
   });
   return app;
