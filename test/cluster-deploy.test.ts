@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
 import { ConfigSchema } from '@apl/node';
@@ -42,13 +42,15 @@ t.test('docker-compose.yml and deploy/ agree', async (t) => {
     t.equal(mounts['/etc/apl/config.json'], `./deploy/${id}.json`, `${id}: its config is mounted`);
     t.equal(mounts[c.data_dir], `${id}-data`, `${id}: its data is a volume of its own`);
     for (const file of [c.tls.ca!, c.tls.cert!, c.tls.key!]) {
-      t.equal(mounts[dirname(file)], './.data/cluster/certs', `${id}: ${file} is in the mounted certificates`);
+      t.equal(mounts[file], `./.data/cluster/certs/${basename(file)}`, `${id}: ${file} is mounted`);
     }
+    t.notOk(Object.values(mounts).some((from) => /ca-key\.pem$|\/certs$/.test(from)), `${id}: the CA's key is not mounted`);
     t.match(c.tls.cert!, new RegExp(`/${id}\\.pem$`), `${id}: its own certificate`);
     t.equal(mounts[c.admin_tokens_file!], './.data/cluster/admin-tokens.json', `${id}: the tokens are mounted where the config reads them`);
     t.equal(c.host, '0.0.0.0', `${id}: listens on every interface of its container`);
     const published = new Set(s.ports ?? []);
-    t.ok(published.has(`${c.agent_port}:${c.agent_port}`) && published.has(`${c.admin_port}:${c.admin_port}`), `${id}: publishes its agent and admin ports`);
+    t.ok(published.has(`127.0.0.1:${c.agent_port}:${c.agent_port}`) && published.has(`127.0.0.1:${c.admin_port}:${c.admin_port}`), `${id}: publishes its agent and admin ports, on the host's loopback`);
+    t.equal(published.size, 2, `${id}: and nothing else`);
     const self = c.members.find((m) => m.id === id)!;
     t.equal(Number(new URL(self.agent_url).port), c.agent_port, `${id}: advertises the agent port it publishes`);
     t.equal(Number(new URL(self.admin_url!).port), c.admin_port, `${id}: and the admin port`);
@@ -104,6 +106,7 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   t.match(out, /a cluster of 3 members runs from .* \(started n1, n2, n3\); the primary is n[123]\./, 'it says who the primary is');
   for (const id of IDS) t.match(out, new RegExp(`${id}  agent https://localhost:${configs[id]!.agent_port + offset}`), `it prints ${id}'s addresses`);
   t.match(out, /admin tokens .*admin-tokens\.json/, 'and the admin tokens file');
+  t.match(out, new RegExp(`npm run apl -- --data-dir ${dir} --admin-url https://localhost:\\d+,https://localhost:\\d+,https://localhost:\\d+ cluster status`), 'and a status command that reaches this cluster with its CA');
   const pids = Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>);
   t.equal(pids.length, 3);
   for (const pid of pids) t.ok(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--v8-pool-size=0'), `process ${pid} runs with --v8-pool-size=0`);
