@@ -27,7 +27,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -133,7 +133,9 @@ async function start() {
   for (const id of started) if (!(await listening(id, pids[id], logFrom[id]))) refused.push(id);
   if (refused.length > 0) {
     for (const id of refused) console.error(`--- ${id}.log\n${readFileSync(join(dir, `${id}.log`), 'utf8').slice(logFrom[id]).split('\n').slice(-15).join('\n')}`);
-    fail(`${refused.join(', ')} did not start (the log above says why)`);
+    const left = started.filter((id) => !refused.includes(id));
+    fail(`${refused.join(', ')} did not start (the log above says why)${left.length > 0 ? `; ${left.join(', ')} started and still run` : ''}. `
+      + `npm run cluster:stop${dirArg()} stops what runs; if a port is taken (a standalone node on 8443 and 9443?), stop what holds it, or move the cluster's ports with --port-offset or --base-port`);
   }
   writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
   writeFileSync(portsFile, `${JSON.stringify(ports)}\n`);
@@ -207,10 +209,15 @@ function dirArg() {
   return dir === DEFAULT_DIR ? '' : ` -- --dir ${dir}`;
 }
 
-/** What apl needs to reach this cluster's admin planes, when it is not where apl looks by itself. */
+/**
+ * What apl needs to reach this cluster's admin planes: its data directory always (apl
+ * looks in .data/standalone by itself, whose CA this cluster's certificates are not
+ * from), and the admin planes when they are not at the default ports.
+ */
 function aplArgs(members) {
-  const defaults = dir === DEFAULT_DIR && !('base' in ports) && ports.offset === 0;
-  return defaults ? '' : `--data-dir ${dir} --admin-url ${members.map((m) => m.admin_url).join(',')} `;
+  const defaultPorts = !('base' in ports) && ports.offset === 0;
+  const shown = dir.startsWith(`${process.cwd()}/`) ? relative(process.cwd(), dir) : dir;
+  return `--data-dir ${shown} ${defaultPorts ? '' : `--admin-url ${members.map((m) => m.admin_url).join(',')} `}`;
 }
 
 /** Spares started for the first time: what to run next to add them, at the members in force (`view`, a running member's). */
