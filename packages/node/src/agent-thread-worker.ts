@@ -94,7 +94,7 @@ port.on('message', (m: ToAgentThread) => {
 
 listen(server, data.port, data.host, countRefusals(metrics, 'agent')).then(
   () => {
-    const url = listenerUrl(data.host, server);
+    const url = listenerUrl(data.host, server, data.advertised);
     // Attached in the same turn as the bind completes, before a connection can be accepted.
     server.on('request', agentFrontEnd({
       backend,

@@ -24,7 +24,7 @@ t.teardown(() => rmSync(certs, { recursive: true, force: true }));
 const data = (): AgentThreadData => {
   const c = ConfigSchema.parse({});
   return {
-    host: '127.0.0.1', port: 0, cert: readFileSync(join(certs, 'n1.pem')), key: readFileSync(join(certs, 'n1-key.pem')), http: c.http,
+    host: '127.0.0.1', port: 0, advertised: null, cert: readFileSync(join(certs, 'n1.pem')), key: readFileSync(join(certs, 'n1-key.pem')), http: c.http,
     bodyBytesMax: c.limits.body_bytes_max, entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapiFile: OPENAPI_FILES.agent, logLevel: 'info', nodeId: 'n1',
   };

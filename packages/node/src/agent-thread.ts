@@ -26,6 +26,8 @@ import type { MetricsJson } from './metrics.js';
 export interface AgentThreadData {
   host: string;
   port: number;
+  /** the agent plane's address as the configuration advertises it (listenerUrl), if it does. */
+  advertised: string | null;
   cert: Buffer;
   key: Buffer;
   http: Config['http'];

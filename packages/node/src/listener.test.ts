@@ -8,10 +8,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { connect } from 'node:tls';
 import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CERT_SCRIPT } from './devsetup.js';
-import { closeListener, limitedServer, listen } from './listener.js';
+import { closeListener, limitedServer, listen, listenerUrl } from './listener.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'apl-listener-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -81,4 +82,13 @@ t.test('a request Node.js cannot read, or one with an unsupported Expect, is ans
   t.match(await raw('GET / HTTP/1.1\r\nHost: localhost\r\nExpect: later\r\nContent-Length: 0\r\n\r\n'), /^HTTP\/1\.1 417 [^]*"error":"expectation_failed"/);
   t.match(await raw('GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'), /^HTTP\/1\.1 200 /, 'a request it can read reaches the plane');
   t.same(reasons, ['malformed_request', 'expectation_failed']);
+});
+
+t.test('a listener bound to every interface is named by the address its configuration advertises', async (t) => {
+  // A server object alone: tests bind 127.0.0.1 only, and the name is worked out from the address.
+  const bound = (port: number) => ({ address: () => ({ port }) }) as unknown as Server;
+  t.equal(listenerUrl('127.0.0.1', bound(8443), 'https://n1.example:8443'), 'https://127.0.0.1:8443', 'a host bound is a host clients reach');
+  t.equal(listenerUrl('::1', bound(8443)), 'https://[::1]:8443');
+  t.equal(listenerUrl('0.0.0.0', bound(8443), 'https://localhost:8443'), 'https://localhost:8443', 'a container\'s wildcard: the advertised address');
+  t.equal(listenerUrl('::', bound(9443), undefined), 'https://localhost:9443', 'with none advertised, localhost at the port bound');
 });

@@ -131,9 +131,16 @@ function answerParseErrors(server: Server, refused: OnRefused): void {
   });
 }
 
-/** The address a bound listener answers at, `https://<host>:<port>` (an IPv6 host in brackets). */
-export function listenerUrl(host: string, s: Server): string {
-  return `https://${host.includes(':') ? `[${host}]` : host}:${(s.address() as AddressInfo).port}`;
+/**
+ * The address a bound listener answers at, `https://<host>:<port>` (an IPv6 host in
+ * brackets). A wildcard bind (0.0.0.0, ::, in a container) is no address a client can
+ * use, nor one its certificate names: the address the configuration advertises for
+ * this plane is given instead, or else localhost at the port bound.
+ */
+export function listenerUrl(host: string, s: Server, advertised?: string | null): string {
+  const port = (s.address() as AddressInfo).port;
+  if (host === '0.0.0.0' || host === '::') return advertised ?? `https://localhost:${port}`;
+  return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
 /**

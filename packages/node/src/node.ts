@@ -227,7 +227,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   }, { consumersMax: c.feed.consumers_max, heartbeatIntervalMs: c.feed.heartbeat_interval_ms, pageRecordsMax: c.feed.page_records_max, lagMsMax: c.feed.lag_ms_max }, log, metrics);
   const adminTls = c.admin_client_certs ? { ...tlsOptions, ca, requestCert: true, rejectUnauthorized: true } : tlsOptions;
   const adminServer = await listen(limitedServer(adminTls, c.http), c.admin_port, c.host, countRefusals(metrics, 'admin')).catch((err: unknown) => undo(err, agent));
-  const adminUrl = listenerUrl(c.host, adminServer);
+  const adminUrl = listenerUrl(c.host, adminServer, advertisedBy(c)?.admin_url);
   adminServer.on('request', adminApp({
     node: {
       ...node,
@@ -295,7 +295,7 @@ interface AgentPlane {
 /** The agent plane on a thread of its own (agent-thread.ts); its request lines go to this node's log. */
 async function agentThread(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer }, log: Logger, metrics: Metrics): Promise<AgentPlane> {
   const thread = await AgentThread.start({
-    host: c.host, port: c.agent_port, cert: tls.cert, key: tls.key, http: c.http,
+    host: c.host, port: c.agent_port, advertised: advertisedBy(c)?.agent_url ?? null, cert: tls.cert, key: tls.key, http: c.http,
     bodyBytesMax: c.limits.body_bytes_max, entriesPerIntentMax: c.limits.entries_per_intent_max,
     openapiFile: OPENAPI_FILES.agent, logLevel: log.level, nodeId: c.node_id,
   }, backend, lineWriter(log), (err) => {
@@ -312,6 +312,11 @@ async function agentThread(c: Config, backend: AgentBackend, tls: { cert: Buffer
  * certificate that does not go with its key would fail at the first handshake. Either
  * stops the start, naming the setting and the file.
  */
+/** This member's own entry of the configured members, with the addresses it advertises; undefined for a standalone node without one. */
+function advertisedBy(c: Config): Config['members'][number] | undefined {
+  return c.members.find((m) => m.id === c.node_id);
+}
+
 /**
  * Reads and checks the TLS files: the CA holds a certificate, the certificate and key
  * are one pair, the certificate is valid now, and, when `member` is given (a cluster
@@ -363,7 +368,7 @@ function checkCertificate(leaf: X509Certificate, file: string, member: string | 
 
 async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer; minVersion: 'TLSv1.2' }, log: Logger, metrics: Metrics): Promise<AgentPlane> {
   const server = await listen(limitedServer(tls, c.http), c.agent_port, c.host, countRefusals(metrics, 'agent'));
-  const url = listenerUrl(c.host, server);
+  const url = listenerUrl(c.host, server, advertisedBy(c)?.agent_url);
   // The plane is attached in the same turn as the bind completes, before the event loop
   // can accept a connection; its document names the address really bound (port 0 picks one).
   server.on('request', agentFrontEnd({
