@@ -298,6 +298,10 @@ t.test('403 attestation: signature, expiry, audience, issuer, subject, and a mis
   const impostor = await Issuer.create(n.issuer.name);
   await refused(t, envelope(await impostor.sign(AGENT_A)), 403, rejected('its signature or form does not verify'));
   await refused(t, envelope('not-a-token'), 403, rejected('it is not a v4.public token'));
+  // As long as the body limit lets it be: the same 403 as a read with it gets, not a 400 of the envelope's shape.
+  const long = `v4.public.${'A'.repeat(9000)}`;
+  await refused(t, envelope(long), 403, rejected('it is longer than 8192 characters'));
+  isError(t, await n.api('GET', '/api/v1/policies/active', { token: long }), 403, rejected('it is longer than 8192 characters'));
 
   const expired = await n.issuer.sign(AGENT_A, { exp: new Date(Date.now() - 60_000).toISOString() });
   await refused(t, envelope(expired), 403, rejected('it has expired'));

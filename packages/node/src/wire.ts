@@ -23,7 +23,8 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 export function intentEnvelope(entriesMax: number) {
   return z.strictObject({
     agent: z.string().max(512),
-    attestation: z.string().max(8192).optional(),
+    // Its length is the attestation's check (403, as on a read), within the body's limit.
+    attestation: z.string().optional(),
     transaction: TransactionId,
     entries: z.array(Entry).max(Math.min(entriesMax, LIMITS.entriesCountMax), `at most ${entriesMax} entries per intent`),
     consume_usage: UsageMove.optional(),
