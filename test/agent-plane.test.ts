@@ -166,6 +166,13 @@ t.test('400 malformed_request: a body that is not JSON, or not sent as JSON', as
       issues: [{ path: 'justification', message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) has no UTF-8 form to hash' }],
     });
   }
+  // And in a binding, where the chain would hold it: text is Unicode everywhere.
+  const loneBinding = JSON.stringify(envelope(att, { transaction: 'txn_ap_lone_binding' })).replace('books-r-us', '\\ud800');
+  isError(t, await n.api('POST', INTENTS, { raw: loneBinding }), 400, {
+    error: 'malformed_request',
+    message: 'The intent envelope is not valid.',
+    issues: [{ path: 'action.bindings.merchant', message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not' }],
+  });
   const paired = JSON.stringify(envelope(att, { transaction: 'txn_ap_surrogate_pair', minor: 10, justification: 'JUSTIFY' })).replace('JUSTIFY', '\\ud83d\\ude00');
   t.equal((await n.api('POST', INTENTS, { raw: paired })).status, 200, 'an escaped pair is one character, and hashes as its UTF-8');
   const utf8 = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att, { transaction: 'txn_ap_charset_utf8', minor: 10 })), headers: { 'content-type': 'application/json; charset=UTF-8' } });

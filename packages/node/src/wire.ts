@@ -30,7 +30,12 @@ export function intentEnvelope(entriesMax: number) {
     consume_usage: UsageMove.optional(),
     meter_usage: UsageMove.optional(),
     bill_usage: UsageMove.optional(),
-    action: IntentAction,
+    // As the justification: text the chain holds is Unicode (RFC 8785 takes I-JSON).
+    action: IntentAction.superRefine((a, ctx) => {
+      for (const [name, v] of Object.entries(a.bindings)) {
+        if (typeof v === 'string' && LONE_SURROGATE.test(v)) ctx.addIssue({ code: 'custom', path: ['bindings', name], message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not' });
+      }
+    }),
     evidence: z.array(Sha256Hex).max(LIMITS.evidenceCountMax, `at most ${LIMITS.evidenceCountMax} evidence digests per intent`),
     justification: z.string().max(4096).refine((s) => !LONE_SURROGATE.test(s), 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) has no UTF-8 form to hash'),
     policy: PolicyId,
