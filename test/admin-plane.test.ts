@@ -605,7 +605,7 @@ t.test('unknown admin routes are 404 not_found behind the token; known ones aske
   isError(t, put, 405, { error: 'method_not_allowed', message: '/admin/v1/parties answers GET, HEAD, POST, not PUT.' });
   t.equal(put.headers.allow, 'GET, HEAD, POST');
   isError(t, await n.adm('operator', 'GET', '/admin/v1/policies/pol_1/review'), 405, { error: 'method_not_allowed', message: '/admin/v1/policies/pol_1/review answers POST, not GET.' });
-  isError(t, await n.adm('operator', 'GET', '/api/v1/obligations'), 404, { error: 'not_found', message: 'No route GET /api/v1/obligations.' });
+  isError(t, await n.adm('operator', 'GET', '/api/v1/obligations'), 404, { error: 'not_found', message: 'No route GET /api/v1/obligations; this is the admin plane: the agent routes are served on the agent plane (agent_port, 8443 by default).' });
   const anonymous = await n.admin.request('GET', '/admin/v1/nothing');
   t.equal(anonymous.status, 401, 'without a token the plane says nothing about its routes');
 });

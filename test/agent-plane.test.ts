@@ -662,7 +662,7 @@ t.test('/healthz and /readyz', async (t) => {
 
 t.test('unknown routes answer 404 not_found; a route asked with another method 405 with Allow', async (t) => {
   isError(t, await n.api('GET', '/api/v1/nothing'), 404, { error: 'not_found', message: 'No route GET /api/v1/nothing.' });
-  isError(t, await n.api('GET', '/admin/v1/cluster'), 404, { error: 'not_found', message: 'No route GET /admin/v1/cluster.' });
+  isError(t, await n.api('GET', '/admin/v1/cluster'), 404, { error: 'not_found', message: 'No route GET /admin/v1/cluster; this is the agent plane: the admin routes are served on the admin plane (admin_port, 9443 by default).' });
   isError(t, await n.api('POST', '/API/V1/INTENTS', { body: envelope(att) }), 404, { error: 'not_found', message: 'No route POST /API/V1/INTENTS.' });
   isError(t, await n.api('GET', '/api/v1/usages/usage_acme_meter/', { token: att }), 404,
     { error: 'not_found', message: 'No route GET /api/v1/usages/usage_acme_meter/; without the trailing slash, /api/v1/usages/usage_acme_meter answers GET, HEAD.' });

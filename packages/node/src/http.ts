@@ -175,6 +175,7 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.locals.plane = plane;
   // The contract's paths are lower case: /API/V1/INTENTS is no route of it.
   app.set('case sensitive routing', true);
   // Nor is /api/v1/intents/ (Express would take the trailing slash as the same path).
@@ -264,7 +265,11 @@ export const notFound: RequestHandler = (req, res, next) => {
   if (allowed.length === 0) {
     const bare = req.path.length > 1 && req.path.endsWith('/') ? req.path.replace(/\/+$/, '') : null;
     const there = bare === null || bare === '' ? [] : allowedMethods(req.app, bare);
-    const hint = there.length === 0 ? '' : `; without the trailing slash, ${bare} answers ${there.join(', ')}`;
+    let hint = there.length === 0 ? '' : `; without the trailing slash, ${bare} answers ${there.join(', ')}`;
+    // The other plane's route, sent to this one (a URL with the other port).
+    const plane = req.app.locals.plane as 'agent' | 'admin' | undefined;
+    if (plane === 'agent' && req.path.startsWith('/admin/')) hint = '; this is the agent plane: the admin routes are served on the admin plane (admin_port, 9443 by default)';
+    if (plane === 'admin' && req.path.startsWith('/api/')) hint = '; this is the admin plane: the agent routes are served on the agent plane (agent_port, 8443 by default)';
     return next(new ApiError('not_found', `No route ${req.method} ${req.path}${hint}.`));
   }
   res.setHeader('Allow', allowed.join(', '));
