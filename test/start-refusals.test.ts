@@ -76,6 +76,10 @@ t.test('a certificate its peers or clients would refuse: exit 2 naming tls.cert'
   t.equal(other.status, 2, other.stderr);
   t.match(other.stderr.trim(), /^tls\.cert: \S+n2\.pem names CN=n2 \(DNS n2, [^)]*\), not member n1: its peers take a member to be the one its certificate names/);
   t.notOk(existsSync(join(dir, 'expired')) || existsSync(join(dir, 'other')), 'no data directory was made');
+  // A file that is not there: where to get one.
+  const missing = start(nodeEnv(join(dir, 'missing'), { APL_TLS_CA: join(dir, 'nowhere', 'ca.pem'), APL_DEV_SETUP: 'false' }));
+  t.equal(missing.status, 2, missing.stderr);
+  t.match(missing.stderr.trim(), new RegExp(`^tls\\.ca: ${join(dir, 'nowhere', 'ca.pem')} cannot be read \\(ENOENT\\); put it there, or make development certificates: certs/dev-certs\\.sh ${join(dir, 'nowhere')} <node_id>`));
 });
 
 t.test('a data directory a running node holds: refused before the development setup writes into it', async (t) => {

@@ -327,7 +327,9 @@ export function readTls(files: { ca: string; cert: string; key: string }, member
     try {
       return readFileSync(file);
     } catch (err) {
-      throw new ConfigError(`${what}: ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      const code = (err as NodeJS.ErrnoException).code;
+      const next = code === 'ENOENT' ? `; put it there, or make development certificates: certs/dev-certs.sh ${dirname(file)} <node_id> (dev_setup: true makes them in the data directory)` : '';
+      throw new ConfigError(`${what}: ${file} cannot be read (${code ?? (err as Error).message})${next}`);
     }
   };
   const ca = read('tls.ca', files.ca);
