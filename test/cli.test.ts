@@ -223,7 +223,7 @@ t.test('four eyes: the author may not review, and apl says who may', async (t) =
   await apl(['admin', 'policy', 'draft', 'docs/examples/policy.json', '--id', 'pol_four_eyes']);
   const r = await apl(['admin', 'policy', 'review', 'pol_four_eyes']);
   t.equal(r.code, EXIT.rejected);
-  t.equal(r.stderr, 'apl: dev-author may not do ReviewPolicy (it needs the reviewer role).\n  Act as a principal with that role: --as <name> (a development node has dev-author, dev-reviewer and dev-approver).\n');
+  t.equal(r.stderr, 'apl: dev-author may not do ReviewPolicy (it needs the reviewer role).\n  Act as a principal with that role: --as <name> (on a development node dev-author is the author and the operator, who may also read the feed; dev-reviewer the reviewer; dev-approver the approver).\n');
   const nobody = await apl(['--as', 'dev-nobody', 'log', 'digest']);
   t.equal(nobody.code, EXIT.usage);
   t.match(nobody.stderr, /has no principal dev-nobody\.\n  Act as one it has with --as \(dev-author, dev-reviewer, dev-approver\)/);

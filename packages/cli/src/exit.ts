@@ -134,7 +134,7 @@ function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
     case 'forbidden':
       // Four eyes: the principal has the role, but took an earlier step of this policy.
       if (/must not be its author|must be neither its author/.test(err.message)) return 'Four eyes: another principal must take this step: --as <name> (a development node has dev-author, dev-reviewer and dev-approver).';
-      return 'Act as a principal with that role: --as <name> (a development node has dev-author, dev-reviewer and dev-approver).';
+      return 'Act as a principal with that role: --as <name> (on a development node dev-author is the author and the operator, who may also read the feed; dev-reviewer the reviewer; dev-approver the approver).';
     case 'unknown_agent':
       return 'Bind the agent to a party (apl admin agent bind <agent-uri> <party>) and present its attestation (--attestation or APL_ATTESTATION; apl agent attest mints one).';
     case 'attestation':

@@ -183,7 +183,8 @@ function policies(): Command {
       if (before !== undefined && !(before >= 1 && Number.isSafeInteger(before))) throw new UsageError(`--before must be a log index (an integer from 1), not "${o.before}".`);
       const r = await withAdmin(ctx, (a) => a.dryRunPolicy(id!, { limit, ...(before !== undefined ? { before } : {}) }));
       const older = r.next_before === null ? '' : `\nmore: older intents are judged with --before ${r.next_before}`;
-      ctx.out.result(r, () => `${r.policy}: ${r.evaluated} judged, ${r.unchanged} unchanged, ${r.changed.length} would change\n${table(r.changed, [['transaction', 'transaction'], ['recorded', 'recorded'], ['would_be', 'would be'], ['winning_rule', 'rule'], ['basis', 'basis']])}${older}`);
+      const byObligations = r.decided_by_obligations === 0 ? '' : ` (${r.decided_by_obligations} decided by obligations, not judged again)`;
+      ctx.out.result(r, () => `${r.policy}: ${r.evaluated} judged, ${r.unchanged} unchanged, ${r.changed.length} would change${byObligations}\n${table(r.changed, [['transaction', 'transaction'], ['recorded', 'recorded'], ['would_be', 'would be'], ['winning_rule', 'rule'], ['basis', 'basis']])}${older}`);
     }));
   return c;
 }
