@@ -18,7 +18,9 @@ const dir = mkdtempSync(join(tmpdir(), 'apl-refusals-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 function start(env: Record<string, string>, args: string[] = []): { status: number | null; stderr: string } {
-  const r = spawnSync(process.execPath, [...NODE_FLAGS, MAIN_JS, ...args], { env, encoding: 'utf8', timeout: 30_000 });
+  // A node that starts when it should have refused is killed well within the file's own
+  // time-out, so that a failing test never leaves a server running.
+  const r = spawnSync(process.execPath, [...NODE_FLAGS, MAIN_JS, ...args], { env, encoding: 'utf8', timeout: 10_000, killSignal: 'SIGKILL' });
   return { status: r.status, stderr: r.stderr };
 }
 
