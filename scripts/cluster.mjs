@@ -322,10 +322,11 @@ async function electedLeader(members) {
   fail(`no primary was elected in 30 s (the logs above say why); npm run cluster:stop${dirArg()} stops what started`);
 }
 
-/** A GET without a token: its status and JSON body. */
-function status(url, ca) {
+/** A GET, with the bearer token when one is given: its status and JSON body. */
+function status(url, ca, token) {
   return new Promise((resolvePromise, reject) => {
-    const req = request(url, { ca, timeout: 2_000 }, (res) => {
+    const headers = token === undefined ? {} : { authorization: `Bearer ${token}` };
+    const req = request(url, { ca, headers, timeout: 2_000 }, (res) => {
       let body = '';
       res.on('data', (d) => (body += d));
       res.on('end', () => {
@@ -342,17 +343,11 @@ function status(url, ca) {
   });
 }
 
-function get(url, token, ca) {
-  return new Promise((resolvePromise, reject) => {
-    const req = request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 2_000 }, (res) => {
-      let body = '';
-      res.on('data', (d) => (body += d));
-      res.on('end', () => (res.statusCode === 200 ? resolvePromise(JSON.parse(body)) : reject(new Error(String(res.statusCode)))));
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end();
-  });
+/** A GET with the token, resolved with the JSON body of a 200 and rejected otherwise. */
+async function get(url, token, ca) {
+  const r = await status(url, ca, token);
+  if (r.code !== 200) throw new Error(String(r.code));
+  return r.body;
 }
 
 /**

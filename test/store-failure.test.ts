@@ -14,24 +14,29 @@ import { Writable } from 'node:stream';
 import { createLogger, type WrapDb } from '@apl/node';
 import { AGENT_A, TOKENS, bootstrap, envelope, startTestNode, testCerts } from './support/node.js';
 
-t.test('a state store that cannot write stops the replica safely, and the process stays up', async (t) => {
-  let failing = false;
-  let broken = false;
-  const wrap: WrapDb = (db) => new Proxy(db, {
+/** A store whose method `name` is `replace` of the real one (bound to the store); every other member as it is. */
+function replacing(name: string, replace: (real: (...args: unknown[]) => unknown) => (...args: unknown[]) => unknown): WrapDb {
+  return (db) => new Proxy(db, {
     get(target, prop, receiver) {
       const v = Reflect.get(target, prop, receiver) as unknown;
       if (typeof v !== 'function') return v;
-      if (prop !== 'batch') return (v as (...a: unknown[]) => unknown).bind(target);
-      // Once armed, the first batch that records an intent fails, and every batch after it.
-      return (...args: unknown[]) => {
-        const ops = args[0] as { key: string }[];
-        if (failing && (broken || ops.some((o) => o.key.startsWith('txn/')))) {
-          broken = true;
-          return Promise.reject(new Error('IO error: No space left on device'));
-        }
-        return (v as (...a: unknown[]) => unknown).apply(target, args);
-      };
+      const real = (v as (...a: unknown[]) => unknown).bind(target);
+      return prop === name ? replace(real) : real;
     },
+  });
+}
+
+t.test('a state store that cannot write stops the replica safely, and the process stays up', async (t) => {
+  let failing = false;
+  let broken = false;
+  // Once armed, the first batch that records an intent fails, and every batch after it.
+  const wrap = replacing('batch', (batch) => (...args: unknown[]) => {
+    const ops = args[0] as { key: string }[];
+    if (failing && (broken || ops.some((o) => o.key.startsWith('txn/')))) {
+      broken = true;
+      return Promise.reject(new Error('IO error: No space left on device'));
+    }
+    return batch(...args);
   });
   const lines: Record<string, unknown>[] = [];
   const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>); cb(); } });
@@ -89,24 +94,14 @@ t.test('a state store that cannot write stops the replica safely, and the proces
 
 t.test('an export whose store read fails part-way is cut short, not left open', async (t) => {
   let failAfter = Infinity;
-  const wrap: WrapDb = (db) => new Proxy(db, {
-    get(target, prop, receiver) {
-      const v = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof v !== 'function') return v;
-      if (prop !== 'values') return (v as (...a: unknown[]) => unknown).bind(target);
-      // The journal's reads: a corrupted block found after `failAfter` records.
-      return (...args: unknown[]) => {
-        const inner = (v as (...a: unknown[]) => AsyncIterable<string>).apply(target, args);
-        return (async function* () {
-          let n = 0;
-          for await (const value of inner) {
-            if (n++ >= failAfter) throw new Error('Corruption: corrupted compressed block contents');
-            yield value;
-          }
-        })();
-      };
-    },
-  });
+  // The journal's reads: a corrupted block found after `failAfter` records.
+  const wrap = replacing('values', (values) => (...args: unknown[]) => (async function* () {
+    let n = 0;
+    for await (const value of values(...args) as AsyncIterable<string>) {
+      if (n++ >= failAfter) throw new Error('Corruption: corrupted compressed block contents');
+      yield value;
+    }
+  })());
   const dir = mkdtempSync(join(tmpdir(), 'apl-export-failure-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const n = await startTestNode({}, dir, undefined, wrap);

@@ -56,8 +56,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   const log = opts.log ?? createLogger(c.log_level, c.node_id);
   const metrics = new Metrics();
   const tls = tlsFiles(c);
-  const { cert, key, ca } = readTls(tls, c.members.length > 1 ? c.node_id : undefined);
-  metrics.certExpiry.set(Math.floor(new Date(new X509Certificate(cert).validTo).getTime() / 1000));
+  const { cert, key, ca, validTo } = readTls(tls, certificateMember(c));
+  metrics.certExpiry.set(Math.floor(validTo.getTime() / 1000));
   const clustered = c.members.length > 1;
   const mesh = clustered
     ? new PeerMesh({
@@ -305,24 +305,25 @@ async function agentThread(c: Config, backend: AgentBackend, tls: { cert: Buffer
   return { url: thread.url, close: () => thread.close() };
 }
 
-/** The agent plane on this thread (`agent_plane_thread: false`). */
-/**
- * The node's TLS files, checked before anything listens: a CA file that holds no
- * certificate would make every peer call and every client certificate fail, and a
- * certificate that does not go with its key would fail at the first handshake. Either
- * stops the start, naming the setting and the file.
- */
 /** This member's own entry of the configured members, with the addresses it advertises; undefined for a standalone node without one. */
 function advertisedBy(c: Config): Config['members'][number] | undefined {
   return c.members.find((m) => m.id === c.node_id);
 }
 
+/** The member a cluster node's certificate must name (its node id); undefined for a standalone node. */
+export function certificateMember(c: Config): string | undefined {
+  return c.members.length > 1 ? c.node_id : undefined;
+}
+
 /**
- * Reads and checks the TLS files: the CA holds a certificate, the certificate and key
- * are one pair, the certificate is valid now, and, when `member` is given (a cluster
- * member), it names that member as the peers check it (subject CN, also a DNS name).
+ * Reads and checks the TLS files, before anything listens: the CA holds a certificate,
+ * the certificate and key are one pair, the certificate is valid now, and, when
+ * `member` is given (a cluster member), it names that member as the peers check it
+ * (subject CN, also a DNS name). A node that would start and then be refused by its
+ * peers or clients stops instead, naming the setting and the file. `validTo` is when
+ * the certificate expires.
  */
-export function readTls(files: { ca: string; cert: string; key: string }, member?: string): { ca: Buffer; cert: Buffer; key: Buffer } {
+export function readTls(files: { ca: string; cert: string; key: string }, member?: string): { ca: Buffer; cert: Buffer; key: Buffer; validTo: Date } {
   const read = (what: string, file: string) => {
     try {
       return readFileSync(file);
@@ -349,8 +350,9 @@ export function readTls(files: { ca: string; cert: string; key: string }, member
   } catch (err) {
     throw new ConfigError(`tls.cert and tls.key: ${files.cert} and ${files.key} cannot be used together (${(err as Error).message})`);
   }
-  checkCertificate(new X509Certificate(cert), files.cert, member);
-  return { ca, cert, key };
+  const leaf = new X509Certificate(cert);
+  checkCertificate(leaf, files.cert, member);
+  return { ca, cert, key, validTo: new Date(leaf.validTo) };
 }
 
 /** A certificate a node would start with and then be refused by its peers and clients: refused at the start instead. */
@@ -368,6 +370,7 @@ function checkCertificate(leaf: X509Certificate, file: string, member: string | 
   }
 }
 
+/** The agent plane on this thread (`agent_plane_thread: false`). */
 async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; key: Buffer; minVersion: 'TLSv1.2' }, log: Logger, metrics: Metrics): Promise<AgentPlane> {
   const server = await listen(limitedServer(tls, c.http), c.agent_port, c.host, countRefusals(metrics, 'agent'));
   const url = listenerUrl(c.host, server, advertisedBy(c)?.agent_url);

@@ -8,7 +8,7 @@ import type { Status } from '@apl/raft';
 import { ConfigError, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
 import { DataDirLock } from './data-lock.js';
 import { devSetup, loadPrincipals } from './devsetup.js';
-import { readTls, startNode } from './node.js';
+import { certificateMember, readTls, startNode, type RunningNode } from './node.js';
 
 const USAGE = `usage: node packages/node/dist/main.js [--config <file.json>]
 
@@ -44,22 +44,21 @@ async function main(): Promise<void> {
   // TLS files given are checked before the data directory is touched; those the
   // development setup makes are checked as the node starts.
   const files = tlsFiles(config);
-  if ([files.ca, files.cert, files.key].every((f) => existsSync(f))) readTls(files, config.members.length > 1 ? config.node_id : undefined);
+  if ([files.ca, files.cert, files.key].every((f) => existsSync(f))) readTls(files, certificateMember(config));
   // A node already running on the directory is found before the development setup
   // writes anything into it (certificates, tokens); the node takes the lock for good
   // as it opens its stores.
   await (await DataDirLock.take(config.data_dir)).release();
   const made = devSetup(config);
-  let stopFatally = (message: string): void => {
+  // Stopped for good (a restart cannot help): said on stderr, and exit status 2, as a
+  // refused start; the node is closed first once it has started.
+  let started: RunningNode | null = null;
+  const onFatal = (message: string): void => {
     process.stderr.write(`${message}\n`);
-    process.exit(2);
+    void (started?.close() ?? Promise.resolve()).finally(() => process.exit(2));
   };
-  const node = await startNode(config, loadPrincipals(config), { onFatal: (message) => stopFatally(message) });
-  // Stopped for good (a restart cannot help): said on stderr, and exit status 2, as a refused start.
-  stopFatally = (message) => {
-    process.stderr.write(`${message}\n`);
-    node.close().finally(() => process.exit(2));
-  };
+  const node = await startNode(config, loadPrincipals(config), { onFatal });
+  started = node;
   const tls = tlsFiles(config);
   const lines = [
     '',
