@@ -267,6 +267,18 @@ t.test('413 payload_too_large: a body over the configured limit, and nothing is 
   t.equal(await digest(), before);
 });
 
+t.test('413 payload_too_large at once for a body declared over the limit, before it is sent; the connection is closed', async (t) => {
+  const before = await digest();
+  const host = new URL(n.node.agentUrl).host;
+  const declared = n.config.limits.body_bytes_max * 100;
+  // Only the start of the body is sent: the answer must not wait for the rest (nor for the request timeout's 408).
+  const answer = await rawExchange(n.node.agentUrl, `POST ${INTENTS} HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n{"agent":`);
+  t.match(answer, /^HTTP\/1\.1 413 Payload Too Large\r\n/);
+  t.match(answer, /\r\nconnection: close\r\n/i);
+  t.same(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: 'payload_too_large', message: `The body is larger than the ${n.config.limits.body_bytes_max} bytes this node accepts (limits.body_bytes_max).` });
+  t.equal(await digest(), before);
+});
+
 t.test('400 malformed_request: a number beyond any double is refused by name, not crashed on', async (t) => {
   const raw = JSON.stringify(envelope(att)).replace('"bindings":{', '"bindings":{"weight":1e400,');
   const r = await n.api('POST', INTENTS, { raw });

@@ -42,6 +42,16 @@ export function sendText(res: Response, status: number, text: string, type: stri
 /** Reads a JSON body losslessly (128-bit integers stay exact), refusing more than `limitBytes`. */
 export function jsonBody(limitBytes: number): RequestHandler[] {
   return [
+    // A body declared larger than the limit is refused at once, and the connection is
+    // closed after the answer: the body reader would first read the body through (to
+    // keep the connection), holding the answer until the client had sent it all.
+    (req, res, next) => {
+      const coding = req.headers['content-encoding'];
+      const identity = coding === undefined || coding.toLowerCase() === 'identity';
+      if (!identity || !(Number(req.headers['content-length'] ?? 0) > limitBytes)) return next();
+      res.setHeader('Connection', 'close');
+      next(tooLarge(limitBytes));
+    },
     express.raw({ type: () => true, limit: limitBytes }),
     (req, _res, next) => {
       const raw = req.body as Buffer | undefined;
@@ -235,10 +245,7 @@ export function errorHandler(log: Logger): (err: unknown, req: Request, res: Res
 function toApiError(err: unknown, req: Request): ApiError {
   if (err instanceof ApiError) return err;
   const e = err as { type?: string; status?: number };
-  if (e?.type === 'entity.too.large') {
-    const limit = (err as { limit?: unknown }).limit;
-    return new ApiError('payload_too_large', `The body is larger than the ${typeof limit === 'number' ? `${limit} bytes` : 'size'} this node accepts (limits.body_bytes_max).`);
-  }
+  if (e?.type === 'entity.too.large') return tooLarge((err as { limit?: unknown }).limit);
   if (e?.type === 'encoding.unsupported') {
     const coding = (err as { encoding?: unknown }).encoding;
     return new ApiError('malformed_request', `The body is sent with ${typeof coding === 'string' ? `Content-Encoding: ${coding}, which` : 'a Content-Encoding'} this node does not read; send the JSON as it is (identity).`);
@@ -254,6 +261,11 @@ function toApiError(err: unknown, req: Request): ApiError {
   if (err instanceof URIError) return new ApiError('malformed_request', 'The request path is not valid percent-encoding.');
   if (e?.status && e.status >= 400 && e.status < 500) return new ApiError('malformed_request', 'The request could not be read.');
   return ApiError.internal();
+}
+
+/** 413 `payload_too_large`, naming the limit. */
+function tooLarge(limit: unknown): ApiError {
+  return new ApiError('payload_too_large', `The body is larger than the ${typeof limit === 'number' ? `${limit} bytes` : 'size'} this node accepts (limits.body_bytes_max).`);
 }
 
 /**
