@@ -4,7 +4,8 @@
 // answered once another leads; 503 commit_unavailable when the primary is cut off from both
 // followers, and the retry with the same transaction id posting once; a member
 // behind the log's compaction catching up by the chunked store stream; and a primary
-// stopped with SIGTERM handing leadership over before it exits; a member on a wiped
+// stopped with SIGTERM handing leadership over before it exits (the new primary
+// logging once that it cannot reach it, and again when it is back); a member on a wiped
 // disk, or on a store of another cluster, refusing to start.
 import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -180,7 +181,23 @@ t.test('SIGTERM on the primary hands leadership over before the process exits', 
   const next = await c.leader(5_000);
   t.not(next, leader);
   t.ok(Date.now() - stopped < 3_000, `a new primary ${Date.now() - stopped} ms after SIGTERM`);
+  // The new primary says once that it cannot reach the member that stopped, and again when it is back.
+  const said = (pattern: RegExp) => logged(c, next, pattern);
+  await said(new RegExp(`"event":"peer_unreachable","peer":"${leader}"`));
+  await c.start(leader);
+  await ready(c, leader);
+  await said(new RegExp(`"event":"peer_reachable","peer":"${leader}"`));
+  t.equal(c.process(next)!.output().match(new RegExp(`"event":"peer_unreachable","peer":"${leader}"`, 'g'))!.length, 1, 'the outage is logged once, not at every retry');
 });
+
+/** Waits until member `id` has logged a line matching `pattern`; throws, with its log, after 10 s. */
+async function logged(c: Cluster, id: string, pattern: RegExp): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!pattern.test(c.process(id)!.output())) {
+    if (Date.now() > deadline) throw new Error(`${id} did not log ${pattern}: ${c.process(id)!.output()}`);
+    await sleep(50);
+  }
+}
 
 t.test('a member put back from an older copy stops with what to do; one whose disk was wiped refuses to rejoin; a store of another cluster is refused', async (t) => {
   const c = await startCluster();
