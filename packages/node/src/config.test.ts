@@ -111,6 +111,18 @@ t.test('an unreadable file is refused with its name', async (t) => {
   t.equal(refusal(t, () => loadConfig({ file: list, env: {} })), `config file ${list}: must hold a JSON object`);
 });
 
+t.test('two listeners given one port are refused at start, naming both; port 0 may repeat', async (t) => {
+  t.equal(refusal(t, () => loadConfig({ env: { APL_AGENT_PORT: '8500', APL_ADMIN_PORT: '8500' } })),
+    'invalid configuration: agent_port (APL_AGENT_PORT) and admin_port (APL_ADMIN_PORT) are both 8500: each listener needs a port of its own');
+  t.equal(refusal(t, () => loadConfig({ file: file('ports.json', { admin_port: 8443 }), env: {} })),
+    'invalid configuration: agent_port and admin_port are both 8443: each listener needs a port of its own', 'a default counts too');
+  const members = JSON.stringify([{ id: 'n1', peer_addr: '127.0.0.1:7443', agent_url: 'https://127.0.0.1:8443', admin_url: 'https://127.0.0.1:9443' }]);
+  t.equal(refusal(t, () => loadConfig({ env: { APL_PEER_PORT: '9443', APL_MEMBERS: members } })),
+    'invalid configuration: admin_port and peer_port (APL_PEER_PORT) are both 9443: each listener needs a port of its own');
+  t.equal(loadConfig({ env: { APL_PEER_PORT: '9443' } }).peer_port, 9443, 'the peer port is not listened on without members');
+  t.equal(loadConfig({ env: { APL_AGENT_PORT: '0', APL_ADMIN_PORT: '0' } }).agent_port, 0);
+});
+
 t.test('relative paths in a file resolve against the file\'s directory', async (t) => {
   const path = file('deploy/n1.json', {
     data_dir: 'data/n1', admin_tokens_file: '../secrets/tokens.json',

@@ -173,6 +173,18 @@ function memberProblems(c: Config): string[] {
   return out;
 }
 
+/** Two listeners of this node given one port (0, any free port, may repeat); the peer port counts in a cluster. */
+function portProblems(c: Config, fromEnv: Map<string, string>): string[] {
+  const listeners = (['agent_port', 'admin_port', ...(c.members.length > 0 ? ['peer_port' as const] : [])] as const).filter((k) => c[k] !== 0);
+  const named = (k: string) => `${k}${fromEnv.has(k) ? ` (${fromEnv.get(k)})` : ''}`;
+  const out: string[] = [];
+  for (const [i, a] of listeners.entries()) {
+    const b = listeners.slice(i + 1).find((k) => c[k] === c[a]);
+    if (b !== undefined) out.push(`${named(a)} and ${named(b)} are both ${c[a]}: each listener needs a port of its own`);
+  }
+  return out;
+}
+
 /** A setting: its key path (`limits.body_bytes_max`) and whether it holds text. */
 interface Key {
   path: string[];
@@ -291,7 +303,7 @@ export function loadConfig(opts: { file?: string | undefined; env?: NodeJS.Proce
     throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   }
   const c = parsed.value;
-  const problems = memberProblems(c);
+  const problems = [...portProblems(c, fromEnv), ...memberProblems(c)];
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   // Relative paths in a file are relative to the file, so one file works from any
   // directory; relative paths from a variable or a default are relative to the
