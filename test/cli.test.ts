@@ -315,7 +315,8 @@ t.test('apl log verify checks the export against the node; a tampered export exi
   const notCanonical = await apl(['log', 'verify', '--file', join(dir, 'spaced.ndjson')]);
   t.equal(notCanonical.code, EXIT.mismatch);
   t.match(notCanonical.stderr, /\napl: The export does not verify: line 3: not canonical JSON: it differs from the canonical encoding of its record at character \d+\./);
-  const lines = readFileSync(file, 'utf8').split('\n');
+  const good = readFileSync(file, 'utf8');
+  const lines = good.split('\n');
   lines[3] = lines[3]!.replace(/"entry_hash":"[0-9a-f]/, (m) => `${m.slice(0, -1)}${m.endsWith('0') ? '1' : '0'}`);
   writeFileSync(file, lines.join('\n'));
   const tampered = await apl(['log', 'verify', '--file', file]);
@@ -323,6 +324,27 @@ t.test('apl log verify checks the export against the node; a tampered export exi
   t.match(tampered.stderr, /apl: The export does not verify: line 4: the chain breaks at index \d+\./);
   const missing = await apl(['log', 'verify', '--file', join(dir, 'no-such.ndjson')]);
   t.equal(missing.code, EXIT.usage);
+  t.match(missing.stderr, /apl: There is no export file \S+no-such\.ndjson\./);
+  const directory = await apl(['log', 'verify', '--file', dir]);
+  t.equal(directory.code, EXIT.usage, 'a directory is the caller\'s to fix, not a bug');
+  t.match(directory.stderr, /apl: Cannot read the export file \S+: EISDIR: illegal operation on a directory, read\./);
+  // The command verifies a file byte for byte as the library verifies its text: a carriage return or an empty line fails it.
+  writeFileSync(join(dir, 'crlf.ndjson'), `${good.trimEnd().split('\n').join('\r\n')}\r\n`);
+  const crlf = await apl(['log', 'verify', '--file', join(dir, 'crlf.ndjson')]);
+  t.equal(crlf.code, EXIT.mismatch);
+  t.match(crlf.stderr, /apl: The export does not verify: line 1: the line ends with a carriage return: an export's lines end with a line feed alone\./);
+  const goodLines = good.trimEnd().split('\n');
+  writeFileSync(join(dir, 'blank.ndjson'), `${[goodLines[0], '', ...goodLines.slice(1)].join('\n')}\n`);
+  const blank = await apl(['log', 'verify', '--file', join(dir, 'blank.ndjson')]);
+  t.equal(blank.code, EXIT.mismatch);
+  t.match(blank.stderr, /apl: The export does not verify: line 2: an empty line: an export has one record on every line\./);
+  writeFileSync(join(dir, 'no-final-newline.ndjson'), good.trimEnd());
+  t.equal((await apl(['log', 'verify', '--file', join(dir, 'no-final-newline.ndjson')])).code, EXIT.ok, 'the last line feed may be left off');
+  for (const [out, why] of [[join(dir, 'no-such-dir', 'x.ndjson'), /ENOENT: no such file or directory/], [dir, /EISDIR: illegal operation on a directory/]] as const) {
+    const r = await apl(['log', 'export', '--out', out]);
+    t.equal(r.code, EXIT.usage, `export --out ${out}: the caller's to fix`);
+    t.match(r.stderr, new RegExp(`apl: Cannot write ${out.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ${why.source}`));
+  }
   const toStdout = await apl(['log', 'export']);
   t.equal(toStdout.stdout.split('\n').filter(Boolean).length, lines.filter(Boolean).length + (toStdout.stdout.split('\n').length - lines.length), 'the export goes to standard output');
 });

@@ -1,8 +1,9 @@
 // Proves the export verifier: a faithful export verifies to the ledger's digest and
-// state hash, and a tampered result, a broken link, a reordered or a dropped record
-// is caught at its line.
+// state hash, and a tampered result, a broken link, a reordered or a dropped record,
+// a missing or mistyped field, an empty line or a carriage return is caught at its line.
 import t from 'tap';
 import { canonicalJson } from './canonical.js';
+import { parseJson } from './json.js';
 import { ExportVerifier, verifyExport } from './audit.js';
 import { MemoryStore } from './memory-store.js';
 import { Harness, intent, EVIDENCE } from './testing.js';
@@ -52,9 +53,8 @@ t.test('the streaming verifier reaches the same verdict line by line, and stays 
   t.same(v.result(), verifyExport(lines.join('\n')));
   const bad = new ExportVerifier();
   bad.push(lines[0]!);
-  bad.push('');
   const failed = bad.push(lines[2]!);
-  t.match(failed, { ok: false, line: 3, reason: /index \d+ does not follow|chain breaks|recorded result/ });
+  t.match(failed, { ok: false, line: 2, reason: /index \d+ does not follow|chain breaks|recorded result/ });
   t.same(bad.push(lines[1]!), failed, 'a later line cannot repair the chain');
   t.same(bad.result(), failed);
 });
@@ -86,4 +86,35 @@ t.test('a line with a field besides entry_hash, index, op and result is refused,
   t.match(verifyExport(`${lines[0]}\n[1,2]`), { ok: false, line: 2, reason: /^not a record: a line is an object/ });
   t.match(verifyExport('7'), { ok: false, line: 1, reason: /^not a record/ });
   t.match(verifyExport(lines.join('\n')), { ok: true }, 'the faithful lines still verify');
+});
+
+t.test('a record missing a field, or with one of the wrong kind, is refused naming the field, not crashed on', async (t) => {
+  const { lines } = exported();
+  const at2 = (change: (r: Record<string, unknown>) => void) => {
+    const r = parseJson(lines[1]!) as Record<string, unknown>;
+    change(r);
+    return verifyExport([lines[0], canonicalJson(r), ...lines.slice(2)].join('\n'));
+  };
+  for (const field of ['entry_hash', 'index', 'op', 'result']) {
+    t.same(at2((r) => delete r[field]), { ok: false, line: 2, reason: `not a record: "${field}" is missing` }, `without ${field}`);
+  }
+  t.same(verifyExport(`${lines[0]}\n{}`), { ok: false, line: 2, reason: 'not a record: "entry_hash", "index", "op", "result" are missing' });
+  t.same(at2((r) => (r.entry_hash = null)), { ok: false, line: 2, reason: 'not a record: "entry_hash" is null, not a hash' });
+  const notIndex = (shown: string) => ({ ok: false, line: 2, reason: `not a record: "index" is ${shown}, not a log index (an integer from 1 to 9007199254740991)` });
+  t.same(at2((r) => (r.index = String(r.index))), notIndex('"2"'), 'an index as a string is named as one, not as out of order');
+  t.same(at2((r) => (r.index = 90071992547409930n)), notIndex('90071992547409930'));
+  t.same(at2((r) => (r.index = null)), notIndex('null'));
+  t.same(at2((r) => (r.index = 'x'.repeat(100))), notIndex(`"${'x'.repeat(39)}...`), 'a long value is cut');
+  t.same(at2((r) => (r.index = 1)), { ok: false, line: 2, reason: 'index 1 does not follow 1' });
+  t.same(at2((r) => ((r.op as Record<string, unknown>).zzz = 1)), { ok: false, line: 2, reason: 'not an operation: unknown field "zzz"' });
+});
+
+t.test('one file, one verdict: an empty line or a carriage return is refused; only the last line feed may be left off', async (t) => {
+  const { lines } = exported();
+  t.match(verifyExport(lines.join('\n')), { ok: true, records: lines.length });
+  t.match(verifyExport(`${lines.join('\n')}\n`), { ok: true, records: lines.length });
+  t.same(verifyExport(`${lines[0]}\n\n${lines.slice(1).join('\n')}\n`), { ok: false, line: 2, reason: 'an empty line: an export has one record on every line' });
+  t.same(verifyExport(`${lines.join('\n')}\n\n`), { ok: false, line: lines.length + 1, reason: 'an empty line: an export has one record on every line' });
+  t.same(verifyExport(`${lines.join('\r\n')}\r\n`), { ok: false, line: 1, reason: "the line ends with a carriage return: an export's lines end with a line feed alone" });
+  t.same(verifyExport(''), { ok: true, records: 0, applied: 0, digest: new MemoryStore().meta.head, state_hash: new MemoryStore().meta.stateHash }, 'an empty log');
 });

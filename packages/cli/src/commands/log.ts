@@ -12,9 +12,9 @@
  * records cut off is still a valid chain, so the auditor gives back the digest (and
  * its index) that `apl log export` printed: the file must lead to it there.
  */
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, type ReadStream, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { createInterface } from 'node:readline';
+import { StringDecoder } from 'node:string_decoder';
 import { Command } from 'commander';
 import { ExportVerifier, type Verified } from '@apl/core';
 import { parseJson, type AdminClient, type Digest } from '@apl/client';
@@ -62,7 +62,7 @@ export async function verifyLive(admin: AdminClient, out: Output): Promise<Verif
       if (i !== null && i > node.applied_index) atNode = v.result();
     }
     if (!v.push(line).ok) break;
-    if (line.trim() !== '') records++;
+    records++;
     progress.update(`${records} records, ${bytes(received)}`);
   }
   const end = v.result();
@@ -108,26 +108,59 @@ interface FileReport {
 /** Verifies an export saved in a file: what it leads to, at its end and at `at` (the head after the last record at or before it). */
 async function verifyFile(path: string, at: number | null, out: Output): Promise<FileReport> {
   const v = new ExportVerifier();
-  const input = createReadStream(path);
-  const opened = once(input, 'open').catch(() => {
-    throw new UsageError(`There is no export file ${path}.`);
-  });
-  await opened;
   const progress = out.progress('verifying the file');
   let records = 0;
   let atIndex: Verified | null = null;
-  for await (const line of createInterface({ input, crlfDelay: Infinity })) {
+  for await (const line of fileLines(path)) {
     if (at !== null && atIndex === null) {
       const i = indexOf(line);
       if (i !== null && i > at) atIndex = v.result();
     }
     if (!v.push(line).ok) break;
-    if (line.trim() !== '') records++;
+    records++;
     progress.update(`${records} records`);
   }
   progress.done(`${records} records`);
   const end = v.result();
   return { end, at_index: atIndex ?? end };
+}
+
+/**
+ * The lines of an export file, split at line feeds alone: a carriage return stays in
+ * its line for the verifier to name, and only the empty piece after the last line feed
+ * is dropped, so the file is verified byte for byte as the library verifies its text.
+ */
+async function* fileLines(path: string): AsyncGenerator<string> {
+  const input = createReadStream(path);
+  await opened(input, path, 'read');
+  const decoder = new StringDecoder('utf8');
+  let rest = '';
+  try {
+    for await (const chunk of input) {
+      rest += decoder.write(chunk as Buffer);
+      let from = 0;
+      for (let at = rest.indexOf('\n'); at >= 0; at = rest.indexOf('\n', from)) {
+        yield rest.slice(from, at);
+        from = at + 1;
+      }
+      rest = rest.slice(from);
+    }
+  } catch (err) {
+    throw new UsageError(`Cannot read the export file ${path}: ${(err as Error).message}.`);
+  }
+  rest += decoder.end();
+  if (rest !== '') yield rest;
+}
+
+/** Waits for a file stream to open; a file that is not there, or cannot be, is the caller's to fix (exit 2). */
+async function opened(stream: ReadStream | WriteStream, path: string, to: 'read' | 'write'): Promise<void> {
+  try {
+    await once(stream, 'open');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (to === 'read' && e.code === 'ENOENT') throw new UsageError(`There is no export file ${path}.`);
+    throw new UsageError(`Cannot ${to} ${path}: ${e.message}.`);
+  }
 }
 
 /** The flags --digest and --index, checked. */
@@ -170,13 +203,24 @@ export function logCommand(): Command {
     .option('-o, --out <file>', 'write it to a file (default: standard output)')
     .action(act<{ out?: string }>(async (ctx, _args, o) => {
       const sink = o.out === undefined ? process.stdout : createWriteStream(o.out);
+      // A write that fails (a full disk) is said at the next write, not left unhandled.
+      let failed: Error | null = null;
+      if (sink !== process.stdout) {
+        await opened(sink as WriteStream, o.out!, 'write');
+        sink.on('error', (err) => (failed ??= err));
+      }
+      const written = async (event?: 'drain' | 'finish') => {
+        if (event !== undefined) await once(sink, event).catch((err: Error) => (failed ??= err));
+        if (failed) throw new UsageError(`Cannot write ${o.out}: ${failed.message}.`);
+      };
       const progress = ctx.out.progress('exporting the log');
       let received = 0;
       let records = 0;
       let lastLine = '';
       await withAdmin(ctx, async (a) => {
         for await (const line of a.exportLog({ onProgress: (b) => (received = b) })) {
-          if (!sink.write(`${line}\n`)) await once(sink, 'drain');
+          await written();
+          if (!sink.write(`${line}\n`)) await written('drain');
           records++;
           lastLine = line;
           progress.update(`${records} records, ${bytes(received)}`);
@@ -185,7 +229,7 @@ export function logCommand(): Command {
       progress.done(`${records} records, ${bytes(received)}${o.out === undefined ? '' : ` written to ${o.out}`}`);
       if (sink !== process.stdout) {
         sink.end();
-        await once(sink, 'finish');
+        await written('finish');
       }
       const last = lastOf(lastLine);
       const keep = last === null
