@@ -69,6 +69,8 @@ export function pageQuery(cursor: z.ZodType<string>, what: string) {
 // Responses. Integers of 128-bit range are bigint here and bare numbers on the wire.
 const int128 = z.bigint().meta({ type: 'integer', format: 'int128' });
 const tick = z.number().int().min(0);
+/** A Raft log index or term, or a count: never negative. */
+const logIndex = z.number().int().min(0);
 const Verdict = z.enum(['Permitted', 'ForbiddenRejected', 'NotPermittedRejected', 'RepairOutstandingRejected', 'ObligationUnmetRejected']);
 const ObligationState = z.enum(['open', 'discharged', 'breached']);
 const PolicyRef = z.strictObject({ id: z.string(), bundle_hash: Sha256Hex });
@@ -140,7 +142,7 @@ const next = z.string().nullable().meta({ description: 'The cursor of the next p
 export const ObligationList = z.strictObject({ party: z.string(), tick, obligations: z.array(ObligationView), next });
 
 const PolicyEvent = z.strictObject({
-  action: z.enum(['draft', 'review', 'approve', 'activate', 'supersede']), by: z.string(), tick, log_index: z.number().int(), comment: z.string().optional(),
+  action: z.enum(['draft', 'review', 'approve', 'activate', 'supersede']), by: z.string(), tick, log_index: z.number().int().min(1), comment: z.string().optional(),
 });
 export const PolicyView = z.strictObject({
   id: z.string(),
@@ -184,11 +186,11 @@ export const DryRunRequest = z.strictObject({
 export const DryRunReport = z.strictObject({
   policy: z.string(),
   bundle_hash: Sha256Hex,
-  evaluated: z.number().int(),
-  unchanged: z.number().int(),
-  decided_by_obligations: z.number().int(),
+  evaluated: logIndex,
+  unchanged: logIndex,
+  decided_by_obligations: logIndex,
   changed: z.array(z.strictObject({ transaction: z.string(), party: z.string(), recorded: Verdict, would_be: Verdict, winning_rule: z.string(), basis: z.string().optional() })),
-  next_before: z.number().int().nullable().meta({ description: 'Pass it as `before` to judge the intents recorded earlier; null when none are left.' }),
+  next_before: z.number().int().min(1).nullable().meta({ description: 'Pass it as `before` to judge the intents recorded earlier; null when none are left.' }),
 });
 export const TransferRequest = z.strictObject({ to: z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a member id') }).min(1, 'must be a member id').max(32, 'must be a member id') });
 export const TransferView = z.strictObject({
@@ -207,10 +209,10 @@ const MemberRoleView = z.enum(['leader', 'follower', 'preCandidate', 'candidate'
 export const ClusterView = z.strictObject({
   node: z.string(),
   role: MemberRoleView,
-  term: z.number().int(),
+  term: logIndex,
   leader: z.string().nullable(),
-  commit_index: z.number().int(),
-  applied_index: z.number().int(),
+  commit_index: logIndex,
+  applied_index: logIndex,
   voters: z.array(z.string()).meta({ description: 'The voting members in force: the latest configuration in this replica\'s log.' }),
   learners: z.array(z.string()).meta({ description: 'Members that receive the log but do not vote, until promoted.' }),
   removed: z.array(z.string()).meta({ description: 'The ids removed from the group so far: a member is never added again under one of them.' }),
@@ -218,15 +220,15 @@ export const ClusterView = z.strictObject({
     id: z.string(), agent_url: z.string().nullable(), admin_url: z.string().nullable(), peer_addr: z.string().nullable(),
     role: z.enum(['leader', 'follower', 'learner']),
     voter: z.boolean(),
-    match_index: z.number().int().nullable().meta({ description: 'The highest log index the primary knows the member holds; null unless this replica is the primary.' }),
-    lag: z.number().int().nullable().meta({ description: 'Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary.' }),
+    match_index: logIndex.nullable().meta({ description: 'The highest log index the primary knows the member holds; null unless this replica is the primary.' }),
+    lag: logIndex.nullable().meta({ description: 'Entries the member is behind the commit index (commit_index - match_index, at least 0); null unless this replica is the primary.' }),
     reachable: z.boolean().nullable().meta({ description: 'Whether the member answered the primary within the last election timeout (the primary itself: true); null unless this replica is the primary.' }),
   })),
 });
 export const MembershipChangeView = ClusterView.extend({
   change: z.enum(['addLearner', 'promote', 'remove']),
   id: z.string().meta({ description: 'The member the change names.' }),
-  index: z.number().int().meta({ description: 'The log index of the change, applied on this replica before the answer.' }),
+  index: logIndex.meta({ description: 'The log index of the change, applied on this replica before the answer.' }),
 });
 /** GET /healthz: the process is up and its event loop answers. */
 export const HealthView = z.strictObject({ status: z.literal('ok') });
@@ -236,8 +238,8 @@ export const ReadinessView = z.strictObject({
   node: z.string(),
   role: MemberRoleView,
   leader: z.string().nullable().meta({ description: 'The primary this replica knows of; null during an election.' }),
-  commit_index: z.number().int(),
-  applied_index: z.number().int(),
+  commit_index: logIndex,
+  applied_index: logIndex,
   reason: z.string().optional().meta({ description: 'Why it does not serve when waiting will not change it: not added to the group yet, removed from it, or its replica stopped.' }),
 });
-export const DigestView = z.strictObject({ applied_index: z.number().int(), tick, digest: Sha256Hex, state_hash: Sha256Hex });
+export const DigestView = z.strictObject({ applied_index: logIndex, tick, digest: Sha256Hex, state_hash: Sha256Hex });
