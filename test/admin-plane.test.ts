@@ -392,6 +392,7 @@ t.test('dry run: which recorded verdicts a draft would change, read-only', async
   t.strictSame(run.body, {
     policy: 'pol_strict', bundle_hash: run.body.bundle_hash, evaluated: 2, unchanged: 1, decided_by_obligations: 0,
     changed: [{ transaction: 'txn_adm_dry_large', party: 'party_acme', recorded: 'Permitted', would_be: 'ForbiddenRejected', winning_rule: 'R-cap-strict', basis: 'Purchase of 300000 USD minor units exceeds the 200000 limit of rule R-cap-strict' }],
+    refused: [],
     next_before: run.body.next_before,
   });
   const small = (await n.api('GET', '/api/v1/transactions/txn_adm_dry_small', { token: att })).body.provenance.log_index;

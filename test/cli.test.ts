@@ -131,7 +131,7 @@ t.test('every admin route has its command', async (t) => {
     [['--as', 'dev-reviewer', 'admin', 'policy', 'review', 'pol_cli', '--comment', 'reads well'], /pol_cli is reviewed/],
     [['--as', 'dev-approver', 'admin', 'policy', 'approve', 'pol_cli'], /pol_cli is approved/],
     [['admin', 'policy', 'dry-run', 'pol_cli', '--limit', '10'], /pol_cli: \d+ judged, \d+ unchanged, 0 would change/],
-    [['admin', 'policy', 'dry-run', 'pol_cli', '--limit', '1'], /pol_cli: 1 judged, 1 unchanged, 0 would change\n[^]*more: older intents are judged with --before \d+\n$/],
+    [['admin', 'policy', 'dry-run', 'pol_cli', '--limit', '1'], /pol_cli: 1 judged, 1 unchanged, 0 would change, 0 would be refused\n[^]*more: older intents are judged with --before \d+\n$/],
     [['admin', 'policy', 'show', 'pol_cli'], /history:[^]*review\s+dev-reviewer\s+\d+\s+reads well/],
     [['admin', 'policy', 'activate', 'pol_cli'], /pol_cli is active/],
     [['admin', 'policy', 'list'], /active: pol_cli\npolicy\s+state[^]*pol_2026_11\s+superseded/],

@@ -1,8 +1,9 @@
 // Proves the dry run: a draft bundle is judged against the facts of recorded
 // intents (the node reads a page of them; here the last N), the verdicts it would change
 // are reported with the rule and basis that would decide, intents decided by an
-// obligation are counted and not re-judged, the report names the draft's content
-// hash, and nothing in the ledger changes.
+// obligation are counted and not re-judged, intents the draft would refuse before
+// judgement (single_currency) are listed with that refusal, the report names the
+// draft's content hash, and nothing in the ledger changes.
 import t from 'tap';
 import { dryRun, type DryRunReport } from './dryrun.js';
 import { bundleHash } from './policy/bundle.js';
@@ -62,6 +63,7 @@ t.test('a dry run reports each verdict the draft would change, with its rule and
     decided_by_obligations: 2,
     changed: [{ transaction: 'txn_small', party: 'party_acme', recorded: 'Permitted', would_be: 'ForbiddenRejected', winning_rule: 'R-cap',
       basis: 'Purchase of 500 USD minor units exceeds the 100 limit of rule R-cap' }],
+    refused: [],
   });
   const loose = { rules: [{ id: 'R-any', modality: 'permission', priority: 1, match: { action: '*' }, basis: 'anything' }] };
   t.same(report(h, loose, 10).changed, [
@@ -92,7 +94,7 @@ t.test('a dry run judges exactly the records it is given', async (t) => {
   const h = history();
   const counted = (limit: number) => { const r = report(h, TIGHTER, limit); return r.evaluated + r.decided_by_obligations; };
   t.same([0, 1, 2, 6, 7].map(counted), [0, 1, 2, 6, 6]);
-  t.same(report(h, TIGHTER, 2), { bundle_hash: bundleHash(TIGHTER), evaluated: 1, unchanged: 1, decided_by_obligations: 1, changed: [] }, 'the last two: the blocked and the other');
+  t.same(report(h, TIGHTER, 2), { bundle_hash: bundleHash(TIGHTER), evaluated: 1, unchanged: 1, decided_by_obligations: 1, changed: [], refused: [] }, 'the last two: the blocked and the other');
 });
 
 t.test('a draft that does not compile is answered with its issues', async (t) => {
@@ -113,4 +115,18 @@ t.test('a basis names the policy dry-run, whatever its state, and (draft) for a 
   const bare = dryRun(h.recorded(10), nothingCovers);
   if (!bare.ok) throw new Error('the bundle is valid');
   t.match(bare.report.changed[0]!.basis, /^No permission of policy \(draft\) covers /);
+});
+
+t.test('an intent in two currencies, of an action the draft marks single_currency, is listed as refused before judgement', async (t) => {
+  const h = Harness.bootstrap(POLICY);
+  h.ok(intent({ transaction: 'txn_one', minor: 5n }));
+  const leg = (account: string, side: string, minor: bigint, currency: string) => ({ account, side, amount: { minor, currency } });
+  h.ok(intent({ transaction: 'txn_two', entries: [leg('acc_cash_a', 'Debit', 5n, 'USD'), leg('acc_books_a', 'Credit', 5n, 'USD'), leg('acc_cash_a', 'Debit', 7n, 'EUR'), leg('acc_books_a', 'Credit', 7n, 'EUR')] }));
+  t.equal(h.recorded(1)[0]!.outcome.verdict, 'Permitted', 'recorded under a policy with no single_currency rule');
+  const single = { rules: TIGHTER.rules.map((r) => (r.id === 'R-purchase' ? { ...r, single_currency: true } : r)) };
+  const r = report(h, single, 2);
+  t.same(r.refused, [{ transaction: 'txn_two', party: 'party_acme', recorded: 'Permitted', error: 'multi_currency_mandate_charge',
+    message: 'Action purchase.book moves one currency (rule R-purchase is single_currency); this intent has legs in EUR and USD.' }]);
+  t.same([r.evaluated, r.unchanged, r.changed.length], [2, 1, 0], 'counted in evaluated, not as unchanged');
+  t.same(report(h, TIGHTER, 2).refused, [], 'without the flag it is judged as before');
 });

@@ -6,9 +6,12 @@
  * The draft's rules are evaluated against the facts each intent was judged on (its
  * party, action, legs, usage moves, evidence and commit tick). An intent that named
  * an obligation, or that a repair duty blocked, was decided by obligations rather
- * than by rules; it is counted, not re-judged.
+ * than by rules; it is counted, not re-judged. An intent whose legs are in several
+ * currencies, of an action the draft marks single_currency, would be refused before
+ * judgement (422, nothing recorded): it is listed with that refusal.
  */
 import { compileBundle, bundleHash, type BundleIssue } from './policy/bundle.js';
+import { singleCurrencyRefusal } from './intent.js';
 import { judgeByRules } from './policy/evaluate.js';
 import type { TransactionRecord, Verdict } from './state.js';
 
@@ -24,12 +27,23 @@ export interface DryRunChange {
   basis?: string;
 }
 
+/** A recorded intent the draft would refuse before judging it: nothing would be recorded. */
+export interface DryRunRefusal {
+  transaction: string;
+  party: string;
+  recorded: Verdict;
+  error: 'multi_currency_mandate_charge';
+  message: string;
+}
+
 export interface DryRunReport {
   bundle_hash: string;
+  /** evaluated counts the intents judged: unchanged, changed and refused together. */
   evaluated: number;
   unchanged: number;
   decided_by_obligations: number;
   changed: DryRunChange[];
+  refused: DryRunRefusal[];
 }
 
 /**
@@ -41,7 +55,7 @@ export function dryRun(records: readonly TransactionRecord[], bundle: unknown, p
   const compiled = compileBundle(bundle);
   if (!compiled.ok) return compiled;
   const draft = { id: policyId, compiled: compiled.bundle };
-  const report: DryRunReport = { bundle_hash: bundleHash(bundle), evaluated: 0, unchanged: 0, decided_by_obligations: 0, changed: [] };
+  const report: DryRunReport = { bundle_hash: bundleHash(bundle), evaluated: 0, unchanged: 0, decided_by_obligations: 0, changed: [], refused: [] };
   for (const r of records) {
     const recorded = r.outcome.verdict;
     if (r.action.bindings.obligation !== undefined || recorded === 'RepairOutstandingRejected') {
@@ -49,6 +63,11 @@ export function dryRun(records: readonly TransactionRecord[], bundle: unknown, p
       continue;
     }
     report.evaluated += 1;
+    const refusal = singleCurrencyRefusal(draft, r.action.action, r.entries);
+    if (refusal !== null) {
+      report.refused.push({ transaction: r.transaction, party: r.party, recorded, error: 'multi_currency_mandate_charge', message: refusal });
+      continue;
+    }
     const j = judgeByRules(draft, {
       party: r.party, agent: r.agent, action: r.action.action, bindings: r.action.bindings, entries: r.entries,
       moves: r, evidence: r.evidence, tick: r.outcome.provenance.tick,

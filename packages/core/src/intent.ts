@@ -43,13 +43,8 @@ export function applyIntent(state: State, op: SubmitIntent, logIndex: number): R
   if (!pin.ok) return pin;
   const policy = pin.value;
 
-  const single = singleCurrencyReason(policy, op.action.action);
-  if (single !== null) {
-    const currencies = [...legTotals(op.entries).keys()];
-    if (currencies.length > 1) {
-      return fail('multi_currency_mandate_charge', `${single}; this intent has legs in ${currencies.join(' and ')}.`);
-    }
-  }
+  const single = singleCurrencyRefusal(policy, op.action.action, op.entries);
+  if (single !== null) return fail('multi_currency_mandate_charge', single);
   const postings = planPostings(state, party, op.entries);
   if (!postings.ok) return substrate(postings.message);
   const usage = planUsage(state, party, op);
@@ -131,12 +126,16 @@ export function checkPin(state: State, pinned: string): Result<Policy> {
 
 /**
  * Mandate charges, and actions a rule of the policy marks single_currency, move one
- * currency: why this action must, in words, or null when it need not.
+ * currency: the refusal of legs in several (422 `multi_currency_mandate_charge`), or
+ * null. The dry run asks it of recorded intents too.
  */
-function singleCurrencyReason(policy: Policy, action: string): string | null {
-  if (action === 'mandate.charge') return 'A mandate charge moves one currency';
-  const rule = policy.compiled.rules.find((r) => r.single_currency && matchesPattern(r.action, action));
-  return rule ? `Action ${action} moves one currency (rule ${rule.id} is single_currency)` : null;
+export function singleCurrencyRefusal(policy: Pick<Policy, 'compiled'>, action: string, entries: SubmitIntent['entries']): string | null {
+  const rule = action === 'mandate.charge' ? null : policy.compiled.rules.find((r) => r.single_currency && matchesPattern(r.action, action));
+  if (action !== 'mandate.charge' && rule === undefined) return null;
+  const currencies = [...legTotals(entries).keys()].sort(); // named in one order, as sent or as recorded
+  if (currencies.length <= 1) return null;
+  const why = rule ? `Action ${action} moves one currency (rule ${rule.id} is single_currency)` : 'A mandate charge moves one currency';
+  return `${why}; this intent has legs in ${currencies.join(' and ')}.`;
 }
 
 function record(op: SubmitIntent, party: string, outcome: Outcome): TransactionRecord {

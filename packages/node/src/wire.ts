@@ -190,6 +190,8 @@ export const DryRunReport = z.strictObject({
   unchanged: logIndex,
   decided_by_obligations: logIndex,
   changed: z.array(z.strictObject({ transaction: z.string(), party: z.string(), recorded: Verdict, would_be: Verdict, winning_rule: z.string(), basis: z.string().optional() })),
+  refused: z.array(z.strictObject({ transaction: z.string(), party: z.string(), recorded: Verdict, error: z.literal('multi_currency_mandate_charge'), message: z.string() }))
+    .meta({ description: 'Recorded intents this policy would refuse before judging them (422, nothing recorded): legs in several currencies, of an action a rule marks single_currency. Counted in evaluated.' }),
   next_before: z.number().int().min(1).nullable().meta({ description: 'Pass it as `before` to judge the intents recorded earlier; null when none are left.' }),
 });
 export const TransferRequest = z.strictObject({ to: z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a member id') }).min(1, 'must be a member id').max(32, 'must be a member id') });

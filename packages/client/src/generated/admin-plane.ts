@@ -548,6 +548,16 @@ export type components = {
             /** @description Pass it as `before` to judge the intents recorded earlier; null when none are left. */
             next_before: number | null;
             policy: string;
+            /** @description Recorded intents this policy would refuse before judging them (422, nothing recorded): legs in several currencies, of an action a rule marks single_currency. Counted in evaluated. */
+            refused: {
+                /** @constant */
+                error: "multi_currency_mandate_charge";
+                message: string;
+                party: string;
+                /** @enum {string} */
+                recorded: "Permitted" | "ForbiddenRejected" | "NotPermittedRejected" | "RepairOutstandingRejected" | "ObligationUnmetRejected";
+                transaction: string;
+            }[];
             unchanged: number;
         };
         DryRunRequest: {
