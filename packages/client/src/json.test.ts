@@ -1,5 +1,5 @@
 // Proves the SDK's codec: integers beyond 2^53 are read exactly and written as bare
-// numbers, and a decode plan makes every 128-bit field a bigint, small ones too,
+// numbers (a JavaScript number beyond 2^53 is refused, not sent rounded), and a decode plan makes every 128-bit field a bigint, small ones too,
 // through arrays, named properties and the others (bindings), leaving the rest.
 import t from 'tap';
 import { decodeWith, hasJsonSourceText, parseJson, stringifyJson, type Plan } from './json.js';
@@ -15,6 +15,12 @@ t.test('integers beyond 2^53 are exact both ways, as bare numbers', async (t) =>
   t.equal(v.e, Infinity, 'a literal with an exponent is not an integer literal');
   t.equal(stringifyJson({ a: 18446744073709551621n, n: 2 }), '{"a":18446744073709551621,"n":2}');
   t.throws(() => stringifyJson(undefined), TypeError);
+  // A number literal beyond 2^53 may already be another number: it is refused, not sent rounded.
+  t.throws(() => stringifyJson({ amount: { minor: 9007199254740993, currency: 'EUR' } }), {
+    name: 'RangeError', message: '"minor" is an integer beyond 2^53 (9007199254740992 as the number holds it), which a JavaScript number does not hold exactly: give it as a bigint.',
+  });
+  t.throws(() => stringifyJson(2 ** 60), { name: 'RangeError', message: /^The value is an integer beyond 2\^53 \(1152921504606846976 as/ });
+  t.equal(stringifyJson({ a: Number.MAX_SAFE_INTEGER, b: -Number.MAX_SAFE_INTEGER, c: 1.5 }), '{"a":9007199254740991,"b":-9007199254740991,"c":1.5}', 'safe integers and fractions pass');
 });
 
 t.test('a plan turns exactly the 128-bit fields into bigint', async (t) => {

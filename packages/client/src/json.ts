@@ -53,11 +53,17 @@ export function parseJson(text: string): unknown {
   return JSON.parse(text, exactIntegers as (k: string, v: unknown) => unknown);
 }
 
-function rawBigints(_key: string, value: unknown): unknown {
-  return typeof value === 'bigint' ? (JSON as JsonWithRaw).rawJSON(value.toString()) : value;
+function rawBigints(key: string, value: unknown): unknown {
+  if (typeof value === 'bigint') return (JSON as JsonWithRaw).rawJSON(value.toString());
+  // Such a number may already be another one (9007199254740993 reads as ...992): sending
+  // it would have the ledger record an amount the caller never meant.
+  if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) {
+    throw new RangeError(`${key === '' ? 'The value' : `"${key}"`} is an integer beyond 2^53 (${BigInt(value)} as the number holds it), which a JavaScript number does not hold exactly: give it as a bigint.`);
+  }
+  return value;
 }
 
-/** Serializes to JSON; a bigint is written as a bare JSON number. */
+/** Serializes to JSON; a bigint is written as a bare JSON number, and an integer number beyond 2^53 is refused (RangeError). */
 export function stringifyJson(value: unknown, indent?: number): string {
   const text = JSON.stringify(value, rawBigints, indent);
   if (text === undefined) throw new TypeError('the value has no JSON form');
