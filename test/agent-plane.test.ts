@@ -223,6 +223,13 @@ t.test('400 malformed_request: schema failures list each problem with its dotted
   await malformed(t, envelope(att, { action: { action: 'purchase.book', bindings: { merchant: 'books-r-us', quantity: 1n << 127n } } }), [
     { path: 'action.bindings.quantity', message: 'must be an integer from -2^127 to 2^127-1' },
   ]);
+  // Beyond 2^53 with an exponent or a fraction it reads as a double: not exact, and said so, as for an amount.
+  for (const written of ['1e20', '9007199254740993.0']) {
+    const raw = JSON.stringify(envelope(att)).replace('"bindings":{', `"bindings":{"quantity":${written},`);
+    isError(t, await n.api('POST', INTENTS, { raw }), 400, { error: 'malformed_request', message: 'The intent envelope is not valid.', issues: [
+      { path: 'action.bindings.quantity', message: 'must be an integer from -2^127 to 2^127-1, written as an exact integer' },
+    ] });
+  }
   const widest = await post(envelope(att, { transaction: 'txn_ap_binding_wide', minor: 5, action: { action: 'purchase.book', bindings: { merchant: 'books-r-us', quantity: -(1n << 127n) } } }));
   t.equal(widest.status, 200, 'the widest negative binding is taken');
   const badKey = await post(envelope(att, { action: { action: 'purchase.book', bindings: { Merchant: 'x' } } }));

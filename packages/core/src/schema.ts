@@ -142,7 +142,9 @@ function bindingValue(integer: typeof BindingInteger | typeof IntentBindingInteg
     error: (iss) => {
       if (iss.input === undefined) return 'is required';
       const integral = typeof iss.input === 'bigint' || (typeof iss.input === 'number' && Number.isInteger(iss.input));
-      return `must be ${range !== undefined && integral ? range : kinds}`;
+      // A number read as a double beyond 2^53 (written with a fraction or an exponent) is not exact: say how to write it.
+      const inexact = typeof iss.input === 'number' && integral && !Number.isSafeInteger(iss.input);
+      return `must be ${range !== undefined && integral ? range : kinds}${range !== undefined && inexact ? ', written as an exact integer' : ''}`;
     },
   });
 }
