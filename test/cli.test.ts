@@ -57,6 +57,8 @@ t.test('submit and read as the agent, with --json parsed back', async (t) => {
   const tx = await json(['agent', 'tx', 'txn_01JD7Y3K'], env);
   t.equal(tx.body.consume_usage.amount.minor, 18446744073709551621n, 'beyond 2^64, exact');
   t.equal(BigInt(tx.body.entries[0].amount.minor), 129900n, 'a small amount is a bare number too');
+  const txText = await apl(['agent', 'tx', 'txn_01JD7Y3K'], env);
+  t.match(txText.stdout, /\nentries:\n[^]*acc_acme_cash\s+Debit\s+129900\s+USD\n[^]*\nusage moves:\n\s+move\s+usage\s+minor units\s+currency\n\s+consume\s+usage_acme_llm\s+18446744073709551621\s+USD\n/, 'the text shows the usage moves beside the legs');
   const u = await json(['agent', 'usage', 'usage_acme_llm'], env);
   t.equal(u.body.consumed, 18446744073709551621n);
   t.equal(u.body.billed, 0);
@@ -291,6 +293,8 @@ t.test('apl log verify checks the export against the node; a tampered export exi
   const cutChecked = await apl(['log', 'verify', '--file', cut, '--index', String(last.index), '--digest', last.entry_hash]);
   t.equal(cutChecked.code, EXIT.mismatch);
   t.match(cutChecked.stderr, new RegExp(`\napl: The export verifies, but at index ${last.index} it leads to digest [0-9a-f]{64}, not the ${last.entry_hash} recorded: records are missing`));
+  const cutJson = await json(['log', 'verify', '--file', cut, '--index', String(last.index), '--digest', last.entry_hash]);
+  t.match(cutJson.body.error.body, { ok: false, digest: /^[0-9a-f]{64}$/, expected: { digest: last.entry_hash, index: last.index } });
   const cutAtEnd = await apl(['log', 'verify', '--file', cut, '--digest', last.entry_hash]);
   t.equal(cutAtEnd.code, EXIT.mismatch);
   t.match(cutAtEnd.stderr, /at its last record \(index \d+\) it leads to digest/);
@@ -322,6 +326,9 @@ t.test('apl log verify checks the export against the node; a tampered export exi
   const tampered = await apl(['log', 'verify', '--file', file]);
   t.equal(tampered.code, EXIT.mismatch);
   t.match(tampered.stderr, /apl: The export does not verify: line 4: the chain breaks at index \d+\./);
+  const tamperedJson = await json(['log', 'verify', '--file', file]);
+  t.equal(tamperedJson.code, EXIT.mismatch);
+  t.match(tamperedJson.body.error, { code: 'mismatch', body: { ok: false, line: 4, reason: /^the chain breaks at index \d+$/ } }, '--json names the line and the reason apart');
   const missing = await apl(['log', 'verify', '--file', join(dir, 'no-such.ndjson')]);
   t.equal(missing.code, EXIT.usage);
   t.match(missing.stderr, /apl: There is no export file \S+no-such\.ndjson\./);

@@ -33,9 +33,12 @@ export class UsageError extends Error {
   }
 }
 
-/** An exported log that does not verify, or disagrees with the node: exit 6. */
+/** An exported log that does not verify, or disagrees with the node: exit 6; `body`, what was found, goes into --json's answer. */
 export class MismatchError extends Error {
   override readonly name = 'MismatchError';
+  constructor(message: string, readonly body?: object) {
+    super(message);
+  }
 }
 
 /**
@@ -94,7 +97,7 @@ export function failure(err: unknown, ctx: { caFile: string | null; tokensFile: 
     return { exit: EXIT.usage, code: 'unreadable_attestation', message: err.message, hint: 'Check the token given with --attestation or APL_ATTESTATION (`apl agent attest` mints a development one), or name the agent with --agent.' };
   }
   if (err instanceof UsageError) return { exit: EXIT.usage, code: 'usage', message: err.message, hint: err.hint ?? null };
-  if (err instanceof MismatchError) return { exit: EXIT.mismatch, code: 'mismatch', message: err.message, hint: null };
+  if (err instanceof MismatchError) return { exit: EXIT.mismatch, code: 'mismatch', message: err.message, hint: null, ...(err.body ? { body: err.body } : {}) };
   const e = err as Error;
   return { exit: EXIT.failure, code: 'internal', message: e?.stack ?? String(err), hint: 'This is a bug in apl; please report it with this output.' };
 }

@@ -183,10 +183,16 @@ export function agentCommand(): Command {
       const c = s.agent();
       try {
         const t = await c.getTransaction(id!);
+        // The usage moves ride on the intent with its legs: a reader of the transaction sees both.
+        const moves = (['consume', 'meter', 'bill'] as const).flatMap((move) => {
+          const m = t[`${move}_usage`];
+          return m === undefined ? [] : [{ move, usage: m.usage, minor: m.amount.minor, currency: m.amount.currency }];
+        });
         out.result(t, () => [
           describeOutcome(t),
           'entries:',
           table(t.entries.map((e) => ({ account: e.account, side: e.side, minor: e.amount.minor, currency: e.amount.currency })), [['account', 'account'], ['side', 'side'], ['minor', 'minor units'], ['currency', 'currency']]).replace(/^/gm, '  '),
+          ...(moves.length === 0 ? [] : ['usage moves:', table(moves, [['move', 'move'], ['usage', 'usage'], ['minor', 'minor units'], ['currency', 'currency']]).replace(/^/gm, '  ')]),
         ].join('\n'));
       } finally {
         c.close();

@@ -177,12 +177,13 @@ function expected(o: { digest?: string; index?: string }): Expected | null {
 /** `apl log verify --file`: the file verifies, and leads to the recorded digest when one is given. */
 async function verifyOffline(file: string, want: Expected | null, out: Output): Promise<void> {
   const r = await verifyFile(file, want?.index ?? null, out);
-  if (!r.end.ok) throw new MismatchError(`The export does not verify: line ${r.end.line}: ${r.end.reason}.`);
+  if (!r.end.ok) throw new MismatchError(`The export does not verify: line ${r.end.line}: ${r.end.reason}.`, r.end);
   const end = r.end;
   const at = r.at_index as Extract<Verified, { ok: true }>;
   if (want !== null && at.digest !== want.digest) {
     const where = want.index === null ? `its last record (index ${end.applied})` : `index ${want.index}`;
-    throw new MismatchError(`The export verifies, but at ${where} it leads to digest ${at.digest}, not the ${want.digest} recorded: records are missing or the digest is of another log.`);
+    throw new MismatchError(`The export verifies, but at ${where} it leads to digest ${at.digest}, not the ${want.digest} recorded: records are missing or the digest is of another log.`,
+      { ...at, ok: false, expected: want });
   }
   const checked = want === null ? undefined : `the recorded one, at index ${want.index ?? end.applied}`;
   out.result({ ...end, ...(want === null ? {} : { expected: want }) }, () => fields([
@@ -250,7 +251,7 @@ export function logCommand(): Command {
       if (o.file !== undefined) return verifyOffline(o.file, want, ctx.out);
       if (want !== null) throw new UsageError('--digest and --index check a saved export: give --file.', 'Without --file, apl log verify compares the export with the node\'s own digest.');
       const r = await withAdmin(ctx, (a) => verifyLive(a, ctx.out));
-      if (!r.ok) throw new MismatchError(r.message);
+      if (!r.ok) throw new MismatchError(r.message, r);
       const at = r.at_node_index as Extract<Verified, { ok: true }>;
       ctx.out.result(r, () => `${r.message}\n${fields([['applied index', r.node.applied_index], ['digest', at.digest], ['state hash', at.state_hash]])}`);
     }));
