@@ -99,6 +99,14 @@ t.test('filters reach the node; an abort ends the iteration; a role without feed
   }
   t.strictSame(verdicts, Array(6).fill('ForbiddenRejected'), 'only the refusals; the loop ended on abort');
   t.ok(beats.length >= 1, 'heartbeats are reported');
+  // An abort mid-stream: the records already received but not yet yielded are not yielded after it.
+  const early = new AbortController();
+  let yielded = 0;
+  for await (const _ of admin.feed({ from: 0, signal: early.signal })) {
+    yielded++;
+    early.abort();
+  }
+  t.equal(yielded, 1, 'nothing is yielded after the abort');
   admin.close();
 
   const reviewer = new AdminClient({ url: n.node.adminUrl, ca, token: TOKENS.reviewer });

@@ -120,6 +120,7 @@ export async function* follow(t: Transport, token: string, o: FeedOptions = {}):
       res.setTimeout(o.idleTimeoutMs ?? IDLE_TIMEOUT_MS, () => res!.destroy(new Error('the stream was silent for too long')));
       reason = 'the stream ended';
       for await (const line of createInterface({ input: res, crlfDelay: Infinity })) {
+        if (o.signal?.aborted) return; // the lines already read are not yielded after an abort
         if (line === '') continue;
         const v = parseLine(line);
         if (v.heartbeat === true) {
