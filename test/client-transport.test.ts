@@ -239,6 +239,7 @@ t.test('a replica that does not answer in time is passed over for a read and an 
   const r = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_passed_over' }), 10_000);
   t.equal(r.outcome.transaction, 'txn_passed_over', 'the intent is answered by the next replica');
   t.same(hung.filter((h) => h.startsWith('POST /api/v1/intents')).length, 1, 'after the hung one had it once');
+  t.same([r.attempts, r.posts], [1, 2], 'posts counts the send to the hung replica and the one to the next');
 });
 
 t.test('an error thrown after an intent was sent carries its id and how often it was sent, whatever its kind', async (t) => {

@@ -61,7 +61,7 @@ export interface Submission {
   attempts: number;
   /** pins are the policy ids pinned, one per attempt. */
   pins: string[];
-  /** posts counts every POST sent, 503 retries included. */
+  /** posts counts every POST sent, 503 retries and sends to another replica included. */
   posts: number;
   /** readBack is true when the outcome was read with GET /transactions after 503 answers. */
   readBack: boolean;
@@ -168,9 +168,8 @@ export class AgentClient {
     let unavailable: Error | null = null;
     for (let retry = 0; retry <= this.commitRetries; retry++) {
       if (retry > 0) await sleep(this.retryDelayMs * 2 ** (retry - 1));
-      counted();
       try {
-        const { value, answer } = await call<Outcome>(this.transport, 'POST', '/api/v1/intents', { body: envelope, plan: plan('submitIntent'), idempotent: true });
+        const { value, answer } = await call<Outcome>(this.transport, 'POST', '/api/v1/intents', { body: envelope, plan: plan('submitIntent'), idempotent: true, sent: counted });
         return { outcome: value, replayed: answer.headers['idempotent-replayed'] === 'true', readBack: false };
       } catch (err) {
         // A 503, or an answer lost on the way back: the entry may be in the log.

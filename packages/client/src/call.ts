@@ -17,6 +17,8 @@ export interface CallOptions {
   text?: boolean;
   /** idempotent: the request may be sent to another replica when one gives no answer (transport.ts). */
   idempotent?: boolean;
+  /** sent is called each time the request is written to a connection (transport.ts). */
+  sent?: () => void;
 }
 
 export interface Called<T> {
@@ -49,7 +51,7 @@ export async function call<T>(t: Transport, method: string, path: string, o: Cal
   const headers: Record<string, string> = {};
   if (o.token !== undefined) headers.authorization = `Bearer ${o.token}`;
   if (o.text) headers.accept = 'text/plain';
-  const answer = await t.send(method, path, { headers, ...(o.body === undefined ? {} : { body: stringifyJson(o.body) }), ...(o.idempotent ? { idempotent: true } : {}) });
+  const answer = await t.send(method, path, { headers, ...(o.body === undefined ? {} : { body: stringifyJson(o.body) }), ...(o.idempotent ? { idempotent: true } : {}), ...(o.sent ? { sent: o.sent } : {}) });
   if (answer.status < 200 || answer.status > 299) throw errorOf(answer);
   if (o.text) return { value: answer.text as T, answer };
   if (!isJson(answer)) throw new UnexpectedResponseError(answer.status, answer.text, `${answer.url}${path} answered ${answer.status} without a JSON body`);

@@ -53,6 +53,8 @@ export interface Outgoing {
    * does not answer in time is passed over for another. GET and HEAD always are.
    */
   idempotent?: boolean;
+  /** sent is called each time the request has been written to a connection: a send to another replica, or after a 421, counts again. */
+  sent?: () => void;
 }
 
 /** Codes of a request that may have reached a replica that then gave no whole answer. */
@@ -203,6 +205,7 @@ export class Transport {
           this.once(url, method, path, out, true).then(resolve, reject);
         } else settle(reject)(err);
       });
+      if (out.sent !== undefined) req.once('finish', out.sent);
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
