@@ -181,7 +181,8 @@ async function verifyOffline(file: string, want: Expected | null, out: Output): 
   const end = r.end;
   const at = r.at_index as Extract<Verified, { ok: true }>;
   if (want !== null && at.digest !== want.digest) {
-    const where = want.index === null ? `its last record (index ${end.applied})` : `index ${want.index}`;
+    // The head at an index is the one after the last record at or before it: a file cut short names where it stops.
+    const where = want.index === null ? `its last record (index ${end.applied})` : at.applied === want.index ? `index ${want.index}` : `index ${want.index} (its last record at or before it is index ${at.applied})`;
     throw new MismatchError(`The export verifies, but at ${where} it leads to digest ${at.digest}, not the ${want.digest} recorded: records are missing or the digest is of another log.`,
       { ...at, ok: false, expected: want });
   }
