@@ -67,7 +67,7 @@ t.test('no answer exits 5, a local problem 2, a failed verification 6, a bug 1',
   t.match(failure(new TransportError('https://x', 'ETIMEDOUT', 'slow'), ctx).hint, /readyz/);
   t.match(failure(new TransportError('https://x', 'EHOSTUNREACH', 'no route'), ctx).hint, /Check the address/);
   t.match(failure(new UnexpectedResponseError(200, 'x', 'not json'), ctx), { exit: EXIT.unavailable, code: 'unexpected_response' });
-  t.match(failure(new NoAttestationError('Reading'), ctx), { exit: EXIT.usage, code: 'no_attestation', hint: /APL_ATTESTATION/ });
+  t.match(failure(new NoAttestationError('Reading'), ctx), { exit: EXIT.usage, code: 'no_attestation', message: 'Reading needs an attestation, and none was given (nothing was sent).', hint: /APL_ATTESTATION/ });
   t.match(failure(new UnreadableAttestationError(), ctx), { exit: EXIT.usage, code: 'unreadable_attestation', message: /nothing was sent/, hint: /--agent/ });
   t.match(failure(new UsageError('bad', 'do this'), ctx), { exit: EXIT.usage, hint: 'do this' });
   t.match(failure(new UsageError('bad'), ctx), { exit: EXIT.usage, hint: null });

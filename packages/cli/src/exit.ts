@@ -91,7 +91,7 @@ export function failure(err: unknown, ctx: { caFile: string | null; tokensFile: 
     return { exit: EXIT.unavailable, code: 'unexpected_response', message: err.message, hint: 'Is the address a node of the agent-plane ledger, and the right plane (agent or admin)?' };
   }
   if (err instanceof NoAttestationError) {
-    return { exit: EXIT.usage, code: 'no_attestation', message: err.message, hint: 'Give the agent\'s attestation with --attestation or APL_ATTESTATION; `apl agent attest` mints a development one.' };
+    return { exit: EXIT.usage, code: 'no_attestation', message: `${err.what} needs an attestation, and none was given (nothing was sent).`, hint: 'Give the agent\'s attestation with --attestation or APL_ATTESTATION; `apl agent attest` mints a development one.' };
   }
   if (err instanceof UnreadableAttestationError) {
     return { exit: EXIT.usage, code: 'unreadable_attestation', message: err.message, hint: 'Check the token given with --attestation or APL_ATTESTATION (`apl agent attest` mints a development one), or name the agent with --agent.' };

@@ -55,7 +55,7 @@ export class ApiError<C extends string = string> extends Error {
 /** A call that needs an attestation was made by a client that has none; nothing was sent. */
 export class NoAttestationError extends Error {
   override readonly name = 'NoAttestationError';
-  constructor(what: string) {
+  constructor(readonly what: string) {
     super(`${what} needs an attestation, and this client has none: give one as the attestation option (nothing was sent).`);
   }
 }
