@@ -3,8 +3,9 @@
 // applies no entry again (only a new leader's no-op follows); its state, digest and
 // reads are those it had; a data directory whose Raft log is the LevelDB store of
 // earlier releases keeps it; the write-ahead log may be a link to another directory
-// (another device); and obligations other than the owed ones come in pages.
-import { existsSync, lstatSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+// (another device), and a start without it beside a store that applied entries is
+// refused; and obligations other than the owed ones come in pages.
+import { existsSync, lstatSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -122,6 +123,26 @@ t.test('the Raft log may live elsewhere: <data_dir>/wal a link to another direct
     t.equal((await second.api('POST', '/api/v1/intents', { body: envelope(att2, { minor: 99 }) })).status, 200, 'and intents go on');
   } finally {
     await second.close();
+  }
+});
+
+t.test('a Raft log gone from beside a store that applied entries stops the start; put back, the node starts as it was', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-restart-lostwal-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const { digest } = await fortyIntents(dir);
+  // As a volume not mounted at <data_dir>/wal: the directory is not there.
+  renameSync(join(dir, 'wal'), join(dir, 'wal-aside'));
+  await t.rejects(startTestNode(COMPACT_OFTEN, dir), {
+    name: 'ConfigError',
+    message: new RegExp(`^the Raft log \\(${join(dir, 'wal').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\) is empty, but the state store beside it has applied \\d+ entries: the log was lost`),
+  });
+  t.notOk(existsSync(join(dir, 'wal')), 'the refused start leaves no empty log in its place');
+  renameSync(join(dir, 'wal-aside'), join(dir, 'wal'));
+  const again = await startTestNode(COMPACT_OFTEN, dir);
+  try {
+    t.equal((await again.adm('operator', 'GET', '/admin/v1/log/digest')).body.state_hash, digest.state_hash, 'the log put back, it starts as it was');
+  } finally {
+    await again.close();
   }
 });
 

@@ -28,7 +28,7 @@
  * `gateway_error`, `/readyz` answers not ready, and the reason is logged once.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperationText, encodeOperation, operationText, type Applied, type Operation } from '@apl/core';
 import {
@@ -241,12 +241,26 @@ export class Replica {
   }
 
   private static async openLocked(opts: ReplicaOptions, lock: DataDirLock): Promise<Replica> {
+    const walDir = join(opts.dataDir, 'wal');
+    const walMade = !existsSync(walDir) && !existsSync(join(opts.dataDir, 'raft', 'CURRENT'));
     const log = await openLog(opts.dataDir, opts.raft.wal_segment_bytes);
     const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, blockBytes: opts.blockBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const loaded = await log.load();
     // A joining member records no bootstrap members: it learns the configuration from the log.
     const configured = { clusterId: opts.clusterId, nodeId: opts.id, members: opts.clusterState === 'join' ? [] : opts.peers };
     const stored = await log.identity();
+    // A Raft log with nothing in it beside a store that applied entries is a log that was
+    // lost (a volume not mounted at wal/, a directory moved): it held this member's term,
+    // its vote and entries the store may not have. Started on it, the member would vote
+    // again in a term it voted in, and a standalone node would drop what it acknowledged.
+    if (stored === null && isEmptyBoot(loaded) && store.position.applied > 0) {
+      await log.close();
+      await store.close();
+      if (walMade) rmSync(walDir, { recursive: true, force: true }); // so that the log can be put back in its place
+      throw new ConfigError(`the Raft log (${walDir}) is empty, but the state store beside it has applied ${store.position.applied} entries: `
+        + 'the log was lost (a volume not mounted, a directory moved). It holds this member\'s term, its vote and entries the store may not have, so the member does not start without it: '
+        + 'put the log back, or restore the whole data directory from a backup; a cluster member whose log is gone is replaced (docs/operations.md, "Replacing a dead replica")');
+    }
     const check = checkStart({ stored, configured, clusterState: opts.clusterState, empty: isEmptyBoot(loaded) && store.position.applied === 0 });
     if (!check.ok) {
       await log.close();
