@@ -88,6 +88,10 @@ t.test('three processes: writes through every replica, a primary killed, the old
   while (now !== transferTo && Date.now() < deadline) now = await c.leader(10_000).catch(() => now);
   t.equal(now, transferTo, 'leadership moved where it was asked to');
   await converge(c, ids);
+  // Naming the primary, asked of a follower that knows it: nothing moves, and the answer says so.
+  const still = await c.handle(follower2 === transferTo ? second : follower2).adm('operator', 'POST', '/admin/v1/cluster/transfer-leadership', { to: transferTo });
+  t.equal(still.status, 200, still.text);
+  t.strictSame(still.body, { leader: transferTo, transferring_to: null });
   const d = await digests(c, ids);
   t.equal(new Set(ids.map((id) => d[id]!.state_hash)).size, 1, `same state hash everywhere: ${JSON.stringify(d)}`);
   t.equal(new Set(ids.map((id) => d[id]!.digest)).size, 1, 'same ledger digest everywhere');

@@ -304,9 +304,10 @@ export function adminApp(o: AdminOptions): Express {
     if (!status.conf.voters.includes(r.to)) {
       throw new ApiError('invalid_transition', `${r.to} is not a voter of the group (voters: ${status.conf.voters.join(', ')}).`, { id: r.to });
     }
-    // Asking the primary to hand over to itself asks for what already holds: nothing
-    // moves, and the answer says so (200) rather than promising a transfer (202).
-    if (r.to === status.id && status.role === 'leader') return sendJson(res, 200, { leader: status.id, transferring_to: null });
+    // Naming the primary asks for what already holds, on the primary or on a follower
+    // that knows it: nothing moves, and the answer says so (200) rather than promising a
+    // transfer (202).
+    if (r.to === status.leader) return sendJson(res, 200, { leader: status.leader, transferring_to: null });
     o.node.transferLeadership(r.to);
     sendJson(res, 202, { leader: status.leader, transferring_to: r.to });
   });
