@@ -1,10 +1,14 @@
 // Proves the logs of DESIGN §10: JSON lines, one per request with the plane, route,
 // status and (for an intent) the transaction id, and one per state change of the
-// node; and that no attestation, admin token or justification text is ever logged.
+// node; and that no attestation, admin token or justification text is ever logged;
+// and that the events docs/operations.md names are ones the node logs.
 import t from 'tap';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger } from '@apl/node';
 import { AGENT_A, bootstrap, envelope, startTestNode, TOKENS } from './support/node.js';
+import { REPO } from './support/process.js';
 
 t.test('every request and state change is one JSON line, with no secret in any', async (t) => {
   const lines: string[] = [];
@@ -32,4 +36,16 @@ t.test('every request and state change is one JSON line, with no secret in any',
   t.ok(records.some((r) => r.event === 'request' && r.plane === 'admin' && r.status === 201), 'admin requests too');
   const text = lines.join('\n');
   for (const secret of [att, justification, ...Object.values(TOKENS)]) t.notOk(text.includes(secret), 'no secret is logged');
+});
+
+t.test('every log event operations.md names is one the node logs', async (t) => {
+  const doc = readFileSync(join(REPO, 'docs/operations.md'), 'utf8');
+  const bullet = doc.slice(doc.indexOf('- Logs are JSON lines on stdout'), doc.indexOf('Attestations, tokens and justification texts are never logged'));
+  const settings = new Set(['peer_addr']); // named there as what a peer_unreachable line may point at
+  const named = [...bullet.matchAll(/`([a-z]+(?:_[a-z]+)+)`/g)].map((m) => m[1]!).filter((w) => !settings.has(w));
+  t.ok(named.length >= 10, `${named.length} events named`);
+  const source = readdirSync(join(REPO, 'packages/node/src'), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'))
+    .map((f) => readFileSync(join(REPO, 'packages/node/src', f), 'utf8')).join('\n');
+  for (const event of named) t.ok(source.includes(`event: '${event}'`), `${event} is logged by the node`);
 });
