@@ -12,7 +12,8 @@
 // Members already running are left alone, so `npm run cluster` after a member was
 // killed brings back that member only. A start without names starts the members in
 // force, as a running member reports them or, when none runs, as the cluster last
-// reported them (members.json, written at each start and before a stop): spares added
+// reported them (the newest MEMBERS file its members wrote at each change they applied,
+// else members.json, written at each start and before a stop): spares added
 // since come back, and a member removed from the cluster is never started again (by
 // name either: its data directory holds REMOVED).
 //
@@ -153,8 +154,12 @@ async function start() {
     for (const [id] of notServing) console.error(`--- ${id}.log\n${readFileSync(join(dir, `${id}.log`), 'utf8').slice(logFrom[id]).split('\n').slice(-15).join('\n')}`);
     fail(notServing.map(([id, why]) => `${id} ${why}`).join('; '));
   }
-  const what = started.length === 0 ? `all ${members.length} members already run` : `started ${started.join(', ')}`;
-  const lines = ['', `agent-plane ledger: a cluster of ${members.length} members runs from ${dir} (${what}); the primary is ${leader}.`];
+  const what = started.length === 0 ? `${members.map((m) => m.id).join(', ')} already running` : `started ${started.join(', ')}`;
+  // The cluster's size is its membership's, not the count of members running here.
+  const inCluster = [...primary.voters, ...primary.learners];
+  const down = inCluster.filter((id) => !members.some((m) => m.id === id));
+  const downText = down.length === 0 ? '' : ` ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} not running: npm run cluster${dirArg()} brings ${down.length === 1 ? 'it' : 'them'} back.`;
+  const lines = ['', `agent-plane ledger: a cluster of ${inCluster.length} members runs from ${dir} (${what}); the primary is ${leader}.${downText}`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
   lines.push(
     `  CA ${join(certDir, 'ca.pem')}   admin tokens ${tokens}`,
@@ -181,9 +186,23 @@ async function currentMembers(pids) {
   return null;
 }
 
-/** The membership the cluster last reported here (at a start, or before a stop). */
+/**
+ * The membership the cluster last reported here: the newest one its members wrote
+ * (MEMBERS in each data directory, at every change they applied; so a change made with
+ * apl while they ran counts after a crash of them all), else members.json (written at
+ * a start, and before a stop).
+ */
 function lastMembers() {
-  return existsSync(membersFile) ? JSON.parse(readFileSync(membersFile, 'utf8')) : null;
+  let newest = null;
+  for (const id of [...IDS, ...SPARES]) {
+    try {
+      const m = JSON.parse(readFileSync(join(dir, id, 'MEMBERS'), 'utf8'));
+      if (newest === null || m.index > newest.index) newest = m;
+    } catch {
+      // none written there (a member that never ran, or a wiped one)
+    }
+  }
+  return newest ?? (existsSync(membersFile) ? JSON.parse(readFileSync(membersFile, 'utf8')) : null);
 }
 
 function writeMembers(view) {

@@ -7,7 +7,7 @@
  * A member that applied its own removal writes a marker beside its data, so that it
  * keeps refusing to serve across restarts and says why.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { ConfState } from '@apl/raft';
@@ -110,4 +110,18 @@ export function readRemoved(dataDir: string): Removed | null {
   } catch {
     return null;
   }
+}
+
+const MEMBERS_FILE = 'MEMBERS';
+
+/**
+ * Writes the membership in force as this member last applied it (at `index`) to
+ * `<data_dir>/MEMBERS`, so that a tool that starts the members while none runs (after
+ * a host's crash) finds who they are without asking one: `npm run cluster` takes the
+ * newest of its members' files.
+ */
+export function writeMembers(dataDir: string, index: number, conf: ConfState): void {
+  const path = join(dataDir, MEMBERS_FILE);
+  writeFileSync(`${path}.tmp`, `${JSON.stringify({ index, voters: conf.voters, learners: conf.learners, removed: conf.removed })}\n`);
+  renameSync(`${path}.tmp`, path);
 }

@@ -37,7 +37,7 @@ import {
 } from '@apl/raft';
 import { ConfigError } from './config.js';
 import { DataDirLock } from './data-lock.js';
-import { PROMOTE_LAG_ENTRIES_MAX, readRemoved, writeRemoved, type Removed } from './membership.js';
+import { PROMOTE_LAG_ENTRIES_MAX, readRemoved, writeMembers, writeRemoved, type Removed } from './membership.js';
 import { ApiError } from './errors.js';
 import { startBatch } from './apply-batch.js';
 import { LedgerStore, type SnapshotChunk, type StorePosition, type WrapDb } from './ledger-store.js';
@@ -302,6 +302,7 @@ export class Replica {
     const conf = this.raft.status().conf;
     if (conf.voters.length === 1 && conf.voters[0] === this.opts.id) this.raft.campaign();
     this.observeMembers(conf);
+    if (conf.voters.length > 1 || conf.learners.length > 0) writeMembers(this.opts.dataDir, this.store.position.applied, conf);
     this.timers.push(setInterval(() => {
       this.raft.tick();
       this.kick();
@@ -886,6 +887,7 @@ export class Replica {
   private settleConf(e: Entry): void {
     const { change, conf } = decodeConfEntry(e.data);
     this.opts.log.info({ event: 'membership_applied', index: e.index, change, voters: conf.voters, learners: conf.learners }, 'membership change applied');
+    writeMembers(this.opts.dataDir, e.index, conf);
     const w = this.confWaiters.get(e.index);
     if (w) {
       this.confWaiters.delete(e.index);
