@@ -5,18 +5,20 @@
 # node id its certificate names); and, for each --client name, a client certificate
 # for an operator of the admin plane (when it requires one: admin_client_certs).
 #
-#   certs/dev-certs.sh <out-dir> <node-id>... [--host <dns-name-or-ip>]... [--client <name>]...
+#   certs/dev-certs.sh <out-dir> <node-id>... [--host <dns-name-or-ip>]... [--client <name>]... [--renew]
 #
 # Each node certificate names the node id (as a DNS name), localhost and 127.0.0.1,
 # plus every --host. A client certificate is <name>-client.pem and <name>-client-key.pem.
 # An existing CA in <out-dir> is reused, so nodes can be added later; existing node
-# certificates are left alone. Keys are EC P-256, written with mode 0600.
+# and client certificates are kept (and said to be) unless --renew is given, which
+# makes new keys and certificates for the names given (a rotation; the CA stays).
+# Keys are EC P-256, written with mode 0600.
 # For a real cluster, run it once on a trusted machine with every node's address as
 # --host, and give each node ca.pem, <id>.pem and <id>-key.pem (never ca-key.pem).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-  echo "usage: $0 <out-dir> <node-id>... [--host <name>]... [--client <name>]..." >&2
+  echo "usage: $0 <out-dir> <node-id>... [--host <name>]... [--client <name>]... [--renew]" >&2
   exit 2
 fi
 out=$1
@@ -24,10 +26,13 @@ shift
 nodes=()
 hosts=()
 clients=()
+renew=false
+kept=()
 while [ $# -gt 0 ]; do
   case $1 in
     --host) hosts+=("$2"); shift 2 ;;
     --client) clients+=("$2"); shift 2 ;;
+    --renew) renew=true; shift ;;
     *) nodes+=("$1"); shift ;;
   esac
 done
@@ -45,7 +50,7 @@ if [ ! -f ca.pem ] || [ ! -f ca-key.pem ]; then
 fi
 
 for id in "${nodes[@]}"; do
-  if [ -f "$id.pem" ] && [ -f "$id-key.pem" ]; then continue; fi
+  if [ "$renew" = false ] && [ -f "$id.pem" ] && [ -f "$id-key.pem" ]; then kept+=("$id.pem"); continue; fi
   san="DNS:$id,DNS:localhost,IP:127.0.0.1"
   for h in "${hosts[@]+"${hosts[@]}"}"; do
     if [[ $h =~ ^[0-9.]+$ || $h == *:* ]]; then san="$san,IP:$h"; else san="$san,DNS:$h"; fi
@@ -60,7 +65,7 @@ for id in "${nodes[@]}"; do
 done
 
 for name in "${clients[@]+"${clients[@]}"}"; do
-  if [ -f "$name-client.pem" ] && [ -f "$name-client-key.pem" ]; then continue; fi
+  if [ "$renew" = false ] && [ -f "$name-client.pem" ] && [ -f "$name-client-key.pem" ]; then kept+=("$name-client.pem"); continue; fi
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$name-client-key.pem" 2>/dev/null
   openssl req -new -key "$name-client-key.pem" -subj "/CN=$name" -out "$name-client.csr"
   ext=$(mktemp)
@@ -69,3 +74,7 @@ for name in "${clients[@]+"${clients[@]}"}"; do
   rm -f "$name-client.csr" "$ext"
   echo "made client certificate $out/$name-client.pem (CN=$name)" >&2
 done
+
+if [ ${#kept[@]} -gt 0 ]; then
+  echo "kept ${kept[*]} in $out: they exist (--renew makes new ones)" >&2
+fi

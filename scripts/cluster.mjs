@@ -25,7 +25,7 @@
 // starts and restarts use them without the option. The configs' container paths and
 // addresses are overridden with APL_ variables: data and certificates under --dir,
 // every listener on 127.0.0.1, each peer reached at 127.0.0.1 on its peer port.
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -74,7 +74,10 @@ await commands[command]();
 
 async function prepare() {
   mkdirSync(dir, { recursive: true });
-  execFileSync('bash', [join(REPO, 'certs', 'dev-certs.sh'), certDir, ...IDS, ...SPARES, '--client', 'operator'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // What it made is said; what it kept (every start after the first) is not.
+  const made = spawnSync('bash', [join(REPO, 'certs', 'dev-certs.sh'), certDir, ...IDS, ...SPARES, '--client', 'operator'], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+  for (const line of made.stderr.split('\n')) if (made.status !== 0 ? line !== '' : line.startsWith('made ')) console.error(line);
+  if (made.status !== 0) fail(`certs/dev-certs.sh failed (exit ${made.status ?? made.signal}): the lines above say why`);
   const { writeDevTokens } = await import(join(REPO, 'packages/node/dist/index.js'));
   writeDevTokens(tokens);
 }
