@@ -18,6 +18,7 @@ import { parse } from 'yaml';
 import { ConfigSchema } from '@apl/node';
 import { NODE_FLAGS, REPO, nodeEnv, spawnNode } from './support/process.js';
 import { TOKENS, startTestNode, testCerts } from './support/node.js';
+import { runApl } from './support/apl.js';
 
 t.setTimeout(180_000);
 
@@ -267,7 +268,7 @@ t.test('every way to start a node gives V8 one background thread fewer than the 
   t.equal(threads.filter((n) => n === 'V8Worker').length, Math.max(1, cpus - 1), `${cpus} CPUs: ${Math.max(1, cpus - 1)} V8 background thread(s) (${threads.join(', ')})`);
 });
 
-t.test('an admin plane that requires client certificates refuses a caller without one', async (t) => {
+t.test('an admin plane that requires client certificates refuses a caller without one; apl gives one with --cert and --key', async (t) => {
   const certs = testCerts();
   execFileSync('bash', [join(REPO, 'certs', 'dev-certs.sh'), certs.dir, '--client', 'operator'], { stdio: 'ignore' });
   const n = await startTestNode({ admin_client_certs: true });
@@ -283,6 +284,17 @@ t.test('an admin plane that requires client certificates refuses a caller withou
   t.equal(await call({ cert: readFileSync(join(certs.dir, 'operator-client.pem')), key: readFileSync(join(certs.dir, 'operator-client-key.pem')) }), 200, 'with the client certificate and the token');
   t.not(await call({}), 200, 'without a client certificate, refused');
   t.equal((await n.agent.request('GET', '/readyz')).status, 200, 'the agent plane asks no client certificate');
+  // apl takes one with --cert and --key; without, it says what the node asks for.
+  const env = { APL_ADMIN_URL: n.node.adminUrl, APL_CA: certs.ca, APL_ADMIN_TOKEN: TOKENS.operator };
+  const withCert = await runApl(['log', 'digest', '--json', '--cert', join(certs.dir, 'operator-client.pem'), '--key', join(certs.dir, 'operator-client-key.pem')], env);
+  t.equal(withCert.code, 0, withCert.stderr);
+  t.match(JSON.parse(withCert.stdout), { applied_index: Number });
+  const without = await runApl(['log', 'digest'], env);
+  t.equal(without.code, 5);
+  t.match(without.stderr, /\n  The node asks for a client certificate \(its admin_client_certs\): give yours with --cert and --key/);
+  const half = await runApl(['log', 'digest', '--cert', join(certs.dir, 'operator-client.pem')], env);
+  t.equal(half.code, 2);
+  t.match(half.stderr, /^apl: --cert \(APL_CERT\) was given without --key \(APL_KEY\)\./);
 });
 
 /** Whether a process runs (a zombie, exited but not reaped by its new parent, does not). */

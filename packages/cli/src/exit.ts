@@ -106,6 +106,13 @@ function transportHint(err: TransportError, ctx: { caFile: string | null }): str
   if (err.code === 'ECONNREFUSED') {
     return 'Start a node (npm start), or point apl at a running one with --agent-url / --admin-url (APL_AGENT_URL, APL_ADMIN_URL).';
   }
+  // Alerts the node sent about the client's side of the handshake, not its own certificate.
+  if (/ALERT_CERTIFICATE_REQUIRED/.test(err.code)) {
+    return 'The node asks for a client certificate (its admin_client_certs): give yours with --cert and --key (APL_CERT, APL_KEY); certs/dev-certs.sh <certs-dir> --client <name> makes one from the cluster\'s CA.';
+  }
+  if (/ALERT_(UNKNOWN_CA|BAD_CERTIFICATE|CERTIFICATE_UNKNOWN)/.test(err.code)) {
+    return 'The node refused the client certificate given with --cert: it must be signed by the CA the node trusts (its tls.ca).';
+  }
   if (TLS_CODES.test(err.code)) {
     return `The node's certificate is not trusted with ${ctx.caFile ?? 'the system\'s CAs'}: give its CA with --ca (APL_CA); a development node's is <data-dir>/certs/ca.pem.`;
   }

@@ -30,6 +30,8 @@ export function program(): Command {
     .addOption(new Option('--agent-url <urls>', 'agent-plane address, or every replica\'s, comma-separated').env('APL_AGENT_URL').default(DEFAULTS.agentUrl))
     .addOption(new Option('--admin-url <urls>', 'admin-plane address, or every replica\'s, comma-separated').env('APL_ADMIN_URL').default(DEFAULTS.adminUrl))
     .addOption(new Option('--ca <pem>', 'CA to trust (default: <data-dir>/certs/ca.pem when it exists)').env('APL_CA'))
+    .addOption(new Option('--cert <pem>', 'a client certificate, for an admin plane that requires one (admin_client_certs); with --key').env('APL_CERT'))
+    .addOption(new Option('--key <pem>', 'the key of --cert').env('APL_KEY'))
     .addOption(new Option('--tokens <file>', 'admin tokens file (default: <data-dir>/admin-tokens.json)').env('APL_ADMIN_TOKENS_FILE'))
     .addOption(new Option('--as <principal>', 'admin principal to act as, from the tokens file').env('APL_AS').default(DEFAULTS.as))
     .addOption(new Option('--token <token>', 'admin token (instead of --as and the tokens file)').env('APL_ADMIN_TOKEN'))

@@ -14,6 +14,8 @@ export interface GlobalOptions {
   agentUrl: string;
   adminUrl: string;
   ca?: string;
+  cert?: string;
+  key?: string;
   tokens?: string;
   as: string;
   token?: string;
@@ -74,6 +76,18 @@ export class Settings {
     return readFileSync(file);
   }
 
+  /** The client certificate and key (--cert, --key), read; none when neither is given. */
+  private clientCert(): { cert: Buffer; key: Buffer } | Record<string, never> {
+    const { cert, key } = this.o;
+    if (cert === undefined && key === undefined) return {};
+    if (cert === undefined || key === undefined) throw new UsageError(`${cert === undefined ? '--key (APL_KEY)' : '--cert (APL_CERT)'} was given without ${cert === undefined ? '--cert (APL_CERT)' : '--key (APL_KEY)'}.`, 'A client certificate goes with its key: give both.');
+    const read = (file: string, flag: string) => {
+      if (!existsSync(file)) throw new UsageError(`The ${flag} file ${resolve(file)} does not exist.`, 'certs/dev-certs.sh <certs-dir> --client <name> makes a client certificate (<name>-client.pem) and its key (<name>-client-key.pem) from the cluster\'s CA.');
+      return readFileSync(file);
+    };
+    return { cert: read(cert, '--cert'), key: read(key, '--key') };
+  }
+
   /** The admin token: --token, else the principal's (--as) from the tokens file. */
   adminToken(principal = this.o.as): string {
     if (this.o.token !== undefined && principal === this.o.as) return this.o.token;
@@ -97,11 +111,11 @@ export class Settings {
   /** A client of the admin planes given; with `url`, of that one only (one of them). */
   admin(principal?: string, url?: string): AdminClient {
     const ca = this.ca();
-    return new AdminClient({ url: url ?? this.urls('admin'), token: this.adminToken(principal), ...(ca ? { ca } : {}) });
+    return new AdminClient({ url: url ?? this.urls('admin'), token: this.adminToken(principal), ...(ca ? { ca } : {}), ...this.clientCert() });
   }
 
   agent(attestation = this.o.attestation): AgentClient {
     const ca = this.ca();
-    return new AgentClient({ url: this.urls('agent'), attestation, ...(ca ? { ca } : {}) });
+    return new AgentClient({ url: this.urls('agent'), attestation, ...(ca ? { ca } : {}), ...this.clientCert() });
   }
 }

@@ -32,6 +32,9 @@ export interface TransportOptions {
   timeoutMs?: number;
   /** socketsMax bounds the open connections per replica (default 16). */
   socketsMax?: number;
+  /** cert and key: a client certificate (PEM) and its key, for an admin plane that requires one (the node's admin_client_certs). */
+  cert?: string | Buffer;
+  key?: string | Buffer;
 }
 
 export interface Answer {
@@ -81,7 +84,8 @@ export class Transport {
     this.urls = o.urls.map(baseUrl);
     this.timeoutMs = o.timeoutMs ?? TIMEOUT_MS_DEFAULT;
     const ca = o.ca === undefined ? undefined : Array.isArray(o.ca) ? [...o.ca] : (o.ca as string | Buffer);
-    this.agent = new Agent({ keepAlive: true, maxSockets: o.socketsMax ?? 16, ...(ca === undefined ? {} : { ca }) });
+    if ((o.cert === undefined) !== (o.key === undefined)) throw new TypeError('a client certificate needs its key, and a key its certificate: give cert and key together');
+    this.agent = new Agent({ keepAlive: true, maxSockets: o.socketsMax ?? 16, ...(ca === undefined ? {} : { ca }), ...(o.cert === undefined ? {} : { cert: o.cert, key: o.key }) });
   }
 
   /** The address requests go to first. */
