@@ -21,6 +21,8 @@ t.test('every request and state change is one JSON line, with no secret in any',
   await n.api('POST', '/api/v1/intents', { body: envelope(att, { transaction: 'txn_logged', justification }) });
   await n.api('POST', '/api/v1/intents', { body: envelope(att, { transaction: 'txn_refused', policy: 'pol_old', justification }) });
   await n.api('GET', '/api/v1/usages/usage_acme_llm', { token: att });
+  await n.admin.request('GET', '/admin/v1/log/digest'); // no token: refused before routing
+  await n.admin.request('GET', '/admin/v1/nowhere', { token: TOKENS.operator });
   await n.close();
 
   const records = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -34,6 +36,8 @@ t.test('every request and state change is one JSON line, with no secret in any',
   t.match(records.find((r) => r.event === 'request' && r.transaction === 'txn_refused'), { status: 409, error: 'stale_policy' });
   t.match(records.find((r) => r.event === 'request' && r.route === '/api/v1/usages/:id'), { status: 200 });
   t.ok(records.some((r) => r.event === 'request' && r.plane === 'admin' && r.status === 201), 'admin requests too');
+  t.match(records.find((r) => r.event === 'request' && r.status === 401 && r.plane === 'admin'), { route: '/admin/v1/log/digest', error: 'unauthorized' }, 'a request refused before routing names the route it was for');
+  t.match(records.find((r) => r.event === 'request' && r.status === 404 && r.plane === 'admin'), { route: 'unmatched' }, 'one for no route is unmatched');
   const text = lines.join('\n');
   for (const secret of [att, justification, ...Object.values(TOKENS)]) t.notOk(text.includes(secret), 'no secret is logged');
 });

@@ -215,7 +215,7 @@ function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): R
   return (req, res, next) => {
     const start = process.hrtime.bigint();
     res.on('finish', () => {
-      const route = req.route?.path ? `${req.baseUrl}${req.route.path as string}` : 'unmatched';
+      const route = req.route?.path ? `${req.baseUrl}${req.route.path as string}` : routeOf(req) ?? 'unmatched';
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       metrics.httpRequests.inc({ plane, route, status: String(res.statusCode) });
       metrics.httpDuration.observe({ plane, route }, seconds);
@@ -288,8 +288,19 @@ export const notFound: RequestHandler = (req, res, next) => {
   next(new ApiError('method_not_allowed', `${req.path} answers ${allowed.join(', ')}, not ${req.method}.`));
 };
 
-/** What Express keeps of a route: its path matcher and its methods. */
-type RouteLayer = { route?: { methods: Record<string, boolean> }; match(path: string): unknown };
+/** What Express keeps of a route: its path, its matcher and its methods. */
+type RouteLayer = { route?: { path: string; methods: Record<string, boolean> }; match(path: string): unknown };
+
+/**
+ * The route a request refused before routing (no credentials, a bad header) was meant
+ * for, so that its log line and its count name it rather than `unmatched`.
+ */
+function routeOf(req: Request): string | null {
+  const stack = (req.app as unknown as { router?: { stack?: RouteLayer[] } }).router?.stack ?? [];
+  const method = req.method === 'HEAD' ? 'get' : req.method.toLowerCase();
+  const layer = stack.find((l) => l.route?.methods[method] === true && l.match(req.path));
+  return layer === undefined ? null : `${req.baseUrl}${layer.route!.path}`;
+}
 
 /** The methods the app's routes answer at `path` (HEAD wherever GET is), sorted. */
 function allowedMethods(app: express.Application, path: string): string[] {
