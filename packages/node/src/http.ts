@@ -298,7 +298,14 @@ type RouteLayer = { route?: { path: string; methods: Record<string, boolean> }; 
 function routeOf(req: Request): string | null {
   const stack = (req.app as unknown as { router?: { stack?: RouteLayer[] } }).router?.stack ?? [];
   const method = req.method === 'HEAD' ? 'get' : req.method.toLowerCase();
-  const layer = stack.find((l) => l.route?.methods[method] === true && l.match(req.path));
+  const matches = (l: RouteLayer) => {
+    try {
+      return Boolean(l.match(req.path));
+    } catch {
+      return false; // a path that is not valid percent-encoding names no route
+    }
+  };
+  const layer = stack.find((l) => l.route?.methods[method] === true && matches(l));
   return layer === undefined ? null : `${req.baseUrl}${layer.route!.path}`;
 }
 
