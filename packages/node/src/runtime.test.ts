@@ -16,7 +16,7 @@ t.test('22 and later with source text in JSON.parse are accepted; older ones are
     t.match(m, new RegExp(`This is Node.js ${old}, and it is not supported`), old);
     t.match(m, /Node\.js 22 or later; 24 LTS/);
     t.match(m, /npm ci && npm start/);
-    t.match(m, /node_modules\/\.bin\/node packages\/node\/dist\/main\.js --config/, 'and the pinned binary, for a start with a config');
+    t.match(m, /node_modules\/\.bin\/node --v8-pool-size=0 packages\/node\/dist\/main\.js --config/, 'and the pinned binary, for a start with a config');
     t.match(m, /\.nvmrc/);
   }
   t.match(runtimeRefusal('v22.0.0', false), /gives no source text to revivers/);

@@ -12,7 +12,7 @@ export function runtimeRefusal(version: string, hasSourceText: boolean): string 
   const why = major >= SUPPORTED_MAJOR_MIN ? 'its JSON.parse gives no source text to revivers' : 'it is not supported';
   return `This is Node.js ${version}, and ${why}. The agent-plane ledger runs on Node.js ${SUPPORTED_MAJOR_MIN} or later; 24 LTS is the one it is tested on.\n` +
     'Run it through npm (npm ci && npm start), which uses the Node.js 24 the project pins in node_modules/.bin;\n' +
-    'with options of your own, run that one: node_modules/.bin/node packages/node/dist/main.js --config <file.json>;\n' +
+    'with options of your own, run that one: node_modules/.bin/node --v8-pool-size=0 packages/node/dist/main.js --config <file.json>;\n' +
     'or install Node.js 24 (nvm install, with the .nvmrc of the repository).';
 }
 
