@@ -13,6 +13,7 @@ import { parseJson } from '@apl/client';
 import { EXIT } from '@apl/cli';
 import { APL, devNodeFixture, withoutApl } from './support/apl.js';
 import { testCerts } from './support/node.js';
+import { startProxy } from './support/proxy.js';
 import { REPO } from './support/process.js';
 
 // About fifty child processes, each starting Node.js: 21 to 26 s on a quiet machine,
@@ -147,6 +148,17 @@ t.test('every admin route has its command', async (t) => {
     t.equal(r.code, EXIT.ok, `apl ${args.join(' ')}: ${r.stderr}`);
     if (out) t.match(r.stdout, out, `apl ${args.join(' ')}`);
   }
+  // A node of an earlier release, in a rolling upgrade, answers a dry run without its refused list.
+  const earlier = await startProxy(node().adminUrl, async (_req, forward) => {
+    const r = await forward();
+    const body = JSON.parse(r.body) as Record<string, unknown>;
+    delete body.refused;
+    return { ...r, body: JSON.stringify(body), headers: { 'content-type': 'application/json; charset=utf-8' } };
+  });
+  t.teardown(() => earlier.close());
+  const older = await apl(['admin', 'policy', 'dry-run', 'pol_2026_11', '--limit', '1'], { APL_ADMIN_URL: earlier.url });
+  t.equal(older.code, EXIT.ok, older.stderr);
+  t.match(older.stdout, /^pol_2026_11: 1 judged, 1 unchanged, 0 would change, refusals not judged \(a node of an earlier release\)/);
   const status = await json(['cluster', 'status']);
   t.match(status.body, { node: 'n1', role: 'leader', voters: ['n1'], learners: [], members: [{ id: 'n1', role: 'leader', voter: true }] });
   // Membership changes have their commands; a standalone node refuses them, and says why.

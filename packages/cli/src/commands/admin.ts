@@ -184,8 +184,10 @@ function policies(): Command {
       const r = await withAdmin(ctx, (a) => a.dryRunPolicy(id!, { limit, ...(before !== undefined ? { before } : {}) }));
       const older = r.next_before === null ? '' : `\nmore: older intents are judged with --before ${r.next_before}`;
       const byObligations = r.decided_by_obligations === 0 ? '' : ` (${r.decided_by_obligations} decided by obligations, not judged again)`;
-      const refused = r.refused.length === 0 ? '' : `\nwould be refused before judgement (422, nothing recorded):\n${table(r.refused, [['transaction', 'transaction'], ['recorded', 'recorded'], ['error', 'error'], ['message', 'message']])}`;
-      ctx.out.result(r, () => `${r.policy}: ${r.evaluated} judged, ${r.unchanged} unchanged, ${r.changed.length} would change, ${r.refused.length} would be refused${byObligations}\n${table(r.changed, [['transaction', 'transaction'], ['recorded', 'recorded'], ['would_be', 'would be'], ['winning_rule', 'rule'], ['basis', 'basis']])}${refused}${older}`);
+      // A node of an earlier release (a rolling upgrade) sends no refused list: it judged rules alone.
+      const refusedList = (r.refused as typeof r.refused | undefined) ?? [];
+      const refused = refusedList.length === 0 ? '' : `\nwould be refused before judgement (422, nothing recorded):\n${table(refusedList, [['transaction', 'transaction'], ['recorded', 'recorded'], ['error', 'error'], ['message', 'message']])}`;
+      ctx.out.result(r, () => `${r.policy}: ${r.evaluated} judged, ${r.unchanged} unchanged, ${r.changed.length} would change, ${r.refused === undefined ? 'refusals not judged (a node of an earlier release)' : `${refusedList.length} would be refused`}${byObligations}\n${table(r.changed, [['transaction', 'transaction'], ['recorded', 'recorded'], ['would_be', 'would be'], ['winning_rule', 'rule'], ['basis', 'basis']])}${refused}${older}`);
     }));
   return c;
 }
