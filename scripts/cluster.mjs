@@ -160,8 +160,10 @@ async function start() {
   const what = started.length === 0 ? `${members.map((m) => m.id).join(', ')} already running` : `started ${started.join(', ')}`;
   // The cluster's size is its membership's, not the count of members running here.
   const inCluster = [...primary.voters, ...primary.learners];
-  const down = inCluster.filter((id) => !members.some((m) => m.id === id));
-  const downText = down.length === 0 ? '' : ` ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} not running: npm run cluster${dirArg()} brings ${down.length === 1 ? 'it' : 'them'} back.`;
+  // Not started by this script and not answering the primary either (one started by hand answers it).
+  const answering = new Set(primary.members.filter((m) => m.reachable === true).map((m) => m.id));
+  const down = inCluster.filter((id) => !members.some((m) => m.id === id) && !answering.has(id));
+  const downText = down.length === 0 ? '' : ` ${down.join(', ')} ${down.length === 1 ? 'does' : 'do'} not answer the primary: npm run cluster${dirArg()} brings ${down.length === 1 ? 'it' : 'them'} back.`;
   const lines = ['', `agent-plane ledger: a cluster of ${inCluster.length} members runs from ${dir} (${what}); the primary is ${leader}.${downText}`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
   lines.push(
