@@ -309,7 +309,8 @@ export class Replica {
     }, this.opts.raft.tick_ms));
     this.timers.push(setInterval(() => {
       if (!this.isLeader() || this.failed) return;
-      this.propose({ type: 'Tick', v: 1 }).catch((err: Error) => this.opts.log.warn({ event: 'tick_failed', err: err.message }, 'ledger tick not committed'));
+      // The answer's message is an agent's (it speaks of transaction ids); the tick's line says its code.
+      this.propose({ type: 'Tick', v: 1 }).catch((err: Error) => this.opts.log.warn({ event: 'tick_failed', err: err instanceof ApiError ? err.body.error : err.message }, 'ledger tick not committed; the next one carries the clock on'));
     }, this.opts.tickIntervalMs));
     this.kick();
   }
