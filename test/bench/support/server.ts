@@ -7,9 +7,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Client, TOKENS, testCerts } from '../../support/node.js';
-import { nodeEnv, spawnNode, type NodeProcess } from '../../support/process.js';
+import { nodeEnv, removeOnExit, spawnNode, type NodeProcess } from '../../support/process.js';
 import type { AdminCall } from './workload.js';
 
 export interface BenchServer {
@@ -116,8 +116,9 @@ export interface ServerOptions {
   env?: Record<string, string>;
   startTimeoutMs?: number;
   /**
-   * a directory elsewhere (another device) for the Raft log: `<data_dir>/wal` is made a
-   * symbolic link to it before the server starts, as an operator mounts a device there.
+   * a directory elsewhere (another device) for the Raft log: a directory of the run's own
+   * is made in it, and `<data_dir>/wal` a symbolic link to that one before the server
+   * starts, as an operator mounts a device there; only that one is removed after.
    */
   walDir?: string;
 }
@@ -152,14 +153,21 @@ export function serverOptions(
     if (!m) refuse(`--server-env ${kv}: expected APL_NAME=value, NODE_OPTIONS=flags or UV_THREADPOOL_SIZE=n`);
     return [m[1]!, m[2]!];
   }));
+  // The benchmark reads the server's addresses from its node_started line, logged at info.
+  if (['warn', 'error', 'fatal', 'silent'].includes(env.APL_LOG_LEVEL ?? 'info')) refuse(`--server-env APL_LOG_LEVEL=${env.APL_LOG_LEVEL}: the benchmark needs the server's info lines (its addresses are in node_started); leave the level at info or debug`);
+  if (a.main !== undefined && !existsSync(a.main)) refuse(`--main ${a.main}: no such file (another build's packages/node/dist/main.js)`);
   return { env, ...(a.main === undefined ? {} : { mainJs: a.main }), ...(a['wal-dir'] === undefined ? {} : { walDir: a['wal-dir'] }) };
 }
 
 export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServer> {
-  const dataDir = o.dataDir ?? mkdtempSync(join(tmpdir(), 'apl-bench-'));
+  const dataDir = o.dataDir ?? removeOnExit(mkdtempSync(join(tmpdir(), 'apl-bench-')));
+  // The log goes to a directory of its own made inside the one named (a mount point, say),
+  // so that removing it afterwards removes nothing that was there before.
+  let walDir: string | undefined;
   if (o.walDir !== undefined && o.dataDir === undefined) {
-    mkdirSync(o.walDir, { recursive: true });
-    symlinkSync(o.walDir, join(dataDir, 'wal'));
+    mkdirSync(resolve(o.walDir), { recursive: true });
+    walDir = removeOnExit(mkdtempSync(join(resolve(o.walDir), 'apl-bench-wal-')));
+    symlinkSync(walDir, join(dataDir, 'wal'));
   }
   const nodeArgs = [
     ...(o.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`]),
@@ -175,7 +183,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
     // A server that did not start leaves no data directory behind.
     if (o.dataDir === undefined) {
       rmSync(dataDir, { recursive: true, force: true });
-      if (o.walDir !== undefined) rmSync(o.walDir, { recursive: true, force: true });
+      if (walDir !== undefined) rmSync(walDir, { recursive: true, force: true });
     }
     throw err;
   });
@@ -214,7 +222,7 @@ export async function startBenchServer(o: ServerOptions = {}): Promise<BenchServ
       await proc.stop();
       if (!s.keepData && o.dataDir === undefined) {
         rmSync(dataDir, { recursive: true, force: true });
-        if (o.walDir !== undefined) rmSync(o.walDir, { recursive: true, force: true });
+        if (walDir !== undefined) rmSync(walDir, { recursive: true, force: true });
       }
     },
   };
