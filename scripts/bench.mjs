@@ -3,7 +3,8 @@
 // the cores of a small machine. Arguments after the filter go to every benchmark.
 // Usage: npm run bench [-- <name-filter> [--option value ...]]; npm run bench -- --help lists them.
 import { readdirSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 
 const dir = new URL('../test/dist/bench/', import.meta.url).pathname;
@@ -35,10 +36,26 @@ if (files.length === 0) {
   console.error(`no benchmark matches "${filter}" (npm run bench -- --help lists them)`);
   process.exit(2);
 }
-let failed = 0;
-for (const f of files) {
-  console.log(`\n== ${f.replace(/\.bench\.js$/, '')}`);
-  const r = spawnSync(process.execPath, ['--enable-source-maps', join(dir, f), ...args], { stdio: 'inherit' });
-  if (r.status !== 0) failed++;
+// A signal to this process (Ctrl-C, a kill) goes to the benchmark running, which stops
+// its servers and removes its directories; no later benchmark starts.
+let running = null;
+let stoppedBy = null;
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    stoppedBy = signal;
+    running?.kill(signal);
+  });
 }
-process.exit(failed === 0 ? 0 : 1);
+const codes = [];
+for (const f of files) {
+  if (stoppedBy !== null) break;
+  console.log(`\n== ${f.replace(/\.bench\.js$/, '')}`);
+  codes.push(await new Promise((resolveCode) => {
+    running = spawn(process.execPath, ['--enable-source-maps', join(dir, f), ...args], { stdio: 'inherit' });
+    running.once('exit', (code, signal) => resolveCode(code ?? 128 + (constants.signals[signal] ?? 0)));
+  }));
+  running = null;
+}
+// One benchmark's own status (2: its options refused); several: 0 when all passed, else 1.
+if (stoppedBy !== null) process.exit(128 + constants.signals[stoppedBy]);
+process.exit(codes.length === 1 ? codes[0] : codes.every((c) => c === 0) ? 0 : 1);

@@ -2,9 +2,10 @@
 // `npm run chaos` run them (the compiled scripts): --help lists the options, and a
 // bad option or value is refused with why, exit code 2, before anything starts.
 import t from 'tap';
-import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { REPO } from './support/process.js';
 
 const run = (script: string, ...args: string[]) => {
@@ -52,7 +53,14 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/bench/frontend.bench.js', ['--concurrency', '0'], '--concurrency 0: expected a whole number of at least 1'],
     ['test/dist/bench/reference.bench.js', ['--accounts', '1'], '--accounts 1: expected a whole number of at least 2'],
     ['test/dist/bench/reference.bench.js', ['--pg-bin', '/nonexistent'], '--pg-bin /nonexistent: no initdb there'],
-    ['test/dist/bench/wake.bench.js', ['--count', '5'], '--count 5: expected a whole number of at least 10'],
+    ['test/dist/bench/wake.bench.js', ['--count', '5'], '--count 5: expected a whole number of at least 500'],
+    ['test/dist/bench/intents.bench.js', ['--main', '/nonexistent/main.js'], '--main /nonexistent/main.js: no such file'],
+    ['test/dist/bench/intents.bench.js', ['--runtime', '/nonexistent/node'], '--runtime /nonexistent/node: it does not run as a Node.js'],
+    ['test/dist/bench/intents.bench.js', ['--server-env', 'APL_LOG_LEVEL=warn'], '--server-env APL_LOG_LEVEL=warn: the benchmark needs the server\'s info lines'],
+    ['test/dist/bench/intents.bench.js', ['--label', 'a/b'], '--label a/b: expected a part of a file name, without /'],
+    ['test/dist/bench/intents.bench.js', ['--json', '/nonexistent/r.json'], '--json /nonexistent/r.json: the directory /nonexistent does not exist'],
+    ['test/dist/bench/growth.bench.js', ['--intents', '20000'], '--intents 20000: expected a whole number of windows of 100000 (--window)'],
+    ['test/dist/bench/disk.bench.js', ['--dir', '/nonexistent'], '--dir /nonexistent: no such directory'],
     ['test/dist/chaos/main.js', ['--agents', 'many'], '--agents many: expected a whole number of at least 1'],
   ];
   for (const [script, args, why] of cases) {
@@ -63,3 +71,58 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     t.equal(r.out, '', 'printed nothing else: nothing started');
   }
 });
+
+t.test('npm run bench passes on a benchmark\'s refusal (exit 2), and a signal stops the benchmark, its server and its directories', async (t) => {
+  const refused = run('scripts/bench.mjs', 'wake', '--count', '5');
+  t.equal(refused.code, 2, 'the refusal\'s own exit code');
+  const outDir = mkdtempSync(join(tmpdir(), 'apl-sigint-out-'));
+  t.teardown(() => rmSync(outDir, { recursive: true, force: true }));
+  const child = spawn(process.execPath, [join(REPO, 'scripts/bench.mjs'), 'intents', '--seconds', '60', '--concurrency', '1', '--no-half-peak', '--out', outDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  for (const deadline = Date.now() + 60_000; !out.includes('| in flight |'); await new Promise((r) => setTimeout(r, 100))) {
+    if (Date.now() > deadline) t.fail(`the benchmark did not start its load: ${out}`);
+  }
+  // Its server: the node process whose parent is the benchmark (the child of bench.mjs).
+  const bench = childrenOf(child.pid!)[0]!;
+  const [server] = childrenOf(bench).filter((p) => cmdline(p).includes('packages/node/dist/main.js'));
+  t.ok(server !== undefined, 'its server runs');
+  const env = Object.fromEntries(readFileSync(`/proc/${server}/environ`, 'utf8').split('\0').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  const dirs = [env.APL_DATA_DIR!, dirname(env.APL_TLS_CA!)];
+  t.ok(dirs.every((d) => existsSync(d)), `its directories: ${dirs.join(', ')}`);
+  child.kill('SIGINT');
+  t.equal(await exited, 130, 'stopped by the signal');
+  await new Promise((r) => setTimeout(r, 500));
+  t.notOk(running(server!), 'its server is gone');
+  t.notOk(running(bench), 'and the benchmark');
+  t.same(dirs.filter((d) => existsSync(d)), [], 'its data and certificate directories are gone');
+});
+
+/** Whether a process runs (a zombie, exited and not yet reaped by its new parent, does not). */
+function running(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+/** The pids whose parent is `pid`. */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
+    try {
+      return Number(readFileSync(`/proc/${p}/stat`, 'utf8').slice(readFileSync(`/proc/${p}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ')[1]) === pid;
+    } catch {
+      return false;
+    }
+  });
+}

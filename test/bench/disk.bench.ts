@@ -17,9 +17,9 @@
  * (`--table-mib 32` writes files the size of the state store's memtable flushes.)
  */
 import { fork } from 'node:child_process';
-import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeSync, ftruncateSync } from 'node:fs';
+import { closeSync, existsSync, fdatasyncSync, fsyncSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeSync, ftruncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { ScriptArgs } from '../support/args.js';
@@ -73,6 +73,12 @@ function timeWrites(dir: string, mode: 'append' | 'zeros', seconds: number): Tim
 /** The background writer, `tableMib` MiB files about 50 MB/s: runs until killed. */
 function backgroundWriter(dir: string, tableMib: number): void {
   mkdirSync(dir, { recursive: true });
+  // A parent stopped by a signal cannot kill it: the end of the IPC channel says it is gone,
+  // and the writer removes the run's directory (its own is inside it) and stops.
+  process.on('disconnect', () => {
+    rmSync(dirname(dir), { recursive: true, force: true });
+    process.exit(0);
+  });
   const table = Buffer.alloc(tableMib << 20, 0x62);
   const record = Buffer.alloc(3000, 0x63);
   const log = openSync(join(dir, 'log'), 'w');
@@ -105,6 +111,7 @@ function main(): void {
   });
   const seconds = args.int('seconds', 1);
   const tableMib = args.int('table-mib', 1);
+  if (args.values.dir !== undefined && !existsSync(args.values.dir)) args.refuse(`--dir ${args.values.dir}: no such directory`);
   const dir = mkdtempSync(join(args.values.dir ?? tmpdir(), 'apl-disk-'));
   const rows: string[] = [];
   const row = (mode: string, load: string, t: Timing) => rows.push(`| ${mode} | ${load} | ${Math.round(t.perSecond).toLocaleString('en-US')} | ${t.p50.toFixed(2)} ms | ${t.p99.toFixed(2)} ms | ${t.p999.toFixed(2)} ms | ${t.max.toFixed(1)} ms | ${t.over25} / ${t.over100} |`);

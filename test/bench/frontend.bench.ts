@@ -23,6 +23,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ScriptArgs } from '../support/args.js';
 import { testCerts } from '../support/node.js';
+import { killOnExit, removeOnExit } from '../support/process.js';
 import { FRONTEND_KINDS, kindOfRequest, type FrontendKind } from './support/frontend-kinds.js';
 import { runLoad, type LoadStats } from './support/load.js';
 import { SERVER_ARGS, cpuSeconds, serverOptions, startBenchServer } from './support/server.js';
@@ -87,7 +88,7 @@ try {
 const missing = FRONTEND_KINDS.filter((k) => !answers.has(k));
 if (missing.length > 0) throw new Error(`the node gave no answer 200 to a request of kind ${missing.join(', ')}: run longer (--seconds)`);
 
-const dir = mkdtempSync(join(tmpdir(), 'apl-frontend-'));
+const dir = removeOnExit(mkdtempSync(join(tmpdir(), 'apl-frontend-')));
 const frontend = await startFrontend(dir, answers);
 try {
   rows.push(await measure('the front end alone', frontend.url, frontend.pid, new Mix(fixtures, runId)));
@@ -121,6 +122,7 @@ async function startFrontend(workDir: string, given: Map<FrontendKind, string>):
   writeFileSync(file, JSON.stringify(Object.fromEntries(given)));
   const certs = testCerts();
   const child = spawn(process.execPath, ['--v8-pool-size=0', new URL('./support/frontend-server.js', import.meta.url).pathname, file, certs.cert, certs.key], { stdio: ['ignore', 'pipe', 'inherit'] });
+  killOnExit(child);
   const stop = () => {
     if (child.exitCode === null) child.kill('SIGTERM');
   };

@@ -52,6 +52,8 @@ const args = new ScriptArgs(USAGE, {
 const a = args.values;
 const total = args.int('intents', 1);
 const windowIntents = args.int('window', 1);
+// A line per window, and the restart's figure of what was recorded: a part-window would be run and not shown.
+if (total % windowIntents !== 0) args.refuse(`--intents ${total}: expected a whole number of windows of ${windowIntents} (--window); give --intents ${Math.max(1, Math.round(total / windowIntents)) * windowIntents}, or another --window`);
 const warmupIntents = args.int('warmup');
 const concurrency = args.int('concurrency', 1);
 const parties = args.int('parties', 1);
@@ -169,5 +171,5 @@ function syncs(f: Row['fsyncs']): string {
 }
 
 function mb(bytes: number): string {
-  return Number.isNaN(bytes) ? '-' : `${(bytes / 2 ** 20).toFixed(0)} MB`;
+  return Number.isNaN(bytes) ? '-' : `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 }

@@ -48,6 +48,7 @@ import { runLoad, runOpenLoop, type LoadStats, type OpenLoopStats } from './supp
 import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
 import { printAllocations, printSummary, summarizeAllocations, summarize } from './support/profile.js';
 import { ScriptArgs } from '../support/args.js';
+import { removeOnExit } from '../support/process.js';
 import { SERVER_ARGS, countsSince, cpuPerRequestByThread, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 
@@ -89,9 +90,14 @@ function describeThreads(byThread: ByThread, loadMs: number): string {
 }
 
 const runtime = a.runtime ?? process.execPath;
-const version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
+let version = '';
+try {
+  version = execFileSync(runtime, ['--version'], { encoding: 'utf8' }).trim();
+} catch (err) {
+  args.refuse(`--runtime ${runtime}: it does not run as a Node.js (${(err as Error).message.split('\n')[0]})`);
+}
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
-const allocDir = a['alloc-profile'] ? mkdtempSync(join(tmpdir(), 'apl-alloc-')) : undefined;
+const allocDir = a['alloc-profile'] ? removeOnExit(mkdtempSync(join(tmpdir(), 'apl-alloc-'))) : undefined;
 const server = await startBenchServer({
   ...serverOpts,
   execPath: runtime,
@@ -133,7 +139,7 @@ try {
     const row = { ...s, concurrency: c, rssBytes, cpuMsPerRequest, mainCpuMsPerRequest, loadCpuMsPerRequest, fsyncShare: s.intentsPerSecond / fsyncPerSecond, cpuByThread };
     rows.push(row);
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
-    print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms (${s.maxAtSeconds.toFixed(1)} s) | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
+    print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms (${s.maxAtSeconds.toFixed(1)} s) | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MiB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
   print('');
   print('CPU per request by thread, and how many times each went to sleep (and had to be woken: `npm run bench -- wake`). The server\'s JavaScript thread is `main`, its agent plane `apl-agent`, its state store `apl-level`; libuv\'s pool and LevelDB\'s compaction `libuv-worker`; V8\'s helpers `V8Worker`:');
@@ -188,6 +194,7 @@ if (profileDir !== undefined) {
   printSummary(summarize(newestProfile(profileDir), {
     'JSON parser (parseJson)': (fn, url) => fn === 'parseJson' && url.includes('/core/'),
   }), print);
+  print(`the profile, for a viewer (Chrome's DevTools, speedscope): ${newestProfile(profileDir)}`);
 }
 const report = { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond: disk?.perSecond ?? NaN, disk, seconds, rows, halfPeak };
 const out = resolve(a.out);

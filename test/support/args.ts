@@ -3,6 +3,8 @@
  * options and exits 0; an unknown option, or a value that is not what the option
  * takes, prints why and the usage and exits 2, before anything is started.
  */
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 
 type Values<O extends ParseArgsOptionsConfig> = ReturnType<typeof parseArgs<{ options: O; strict: true }>>['values'];
@@ -20,6 +22,10 @@ export class ScriptArgs<O extends ParseArgsOptionsConfig> {
     } catch (err) {
       this.refuse((err as Error).message);
     }
+    // Where the results go is checked now, not once a run of minutes has ended.
+    const v = this.values as Record<string, unknown>;
+    if (typeof v.label === 'string' && /[/\\]/.test(v.label)) this.refuse(`--label ${v.label}: expected a part of a file name, without /`);
+    if (typeof v.json === 'string' && !existsSync(dirname(resolve(v.json)))) this.refuse(`--json ${v.json}: the directory ${dirname(resolve(v.json))} does not exist`);
   }
 
   /** A whole number at least `min` given as `--name`, or the refusal. */

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { nodeEnv, spawnNode, type NodeProcess } from './process.js';
+import { nodeEnv, removeOnExit, spawnNode, type NodeProcess } from './process.js';
 import { Client, Issuer, TOKENS, testCerts, type Response } from './node.js';
 import { contract } from './contract.js';
 
@@ -108,7 +108,7 @@ async function startClusterOnce(opts: StartOptions): Promise<Cluster> {
     const ports = { agent: await freePort(), admin: await freePort(), peer: await freePort() };
     members.push({ id, ports, peer_addr: `127.0.0.1:${ports.peer}`, agent_url: `https://127.0.0.1:${ports.agent}`, admin_url: `https://127.0.0.1:${ports.admin}` });
   }
-  const dirs = Object.fromEntries([...ids, ...spares].map((id) => [id, mkdtempSync(join(tmpdir(), `apl-cluster-${id}-`))]));
+  const dirs = Object.fromEntries([...ids, ...spares].map((id) => [id, removeOnExit(mkdtempSync(join(tmpdir(), `apl-cluster-${id}-`)))]));
   const issuer = await Issuer.create();
   const processes = new Map<string, NodeProcess>();
   const clients = new Map<string, { agent: Client; admin: Client }>();

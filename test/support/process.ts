@@ -5,7 +5,7 @@
  * started here is killed when the test process exits, whatever happened.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -87,11 +87,26 @@ export interface NodeProcess {
 }
 
 const running = new Set<ChildProcess>();
+const temporary = new Set<string>();
 // On exit and on the signals a test runner sends (SIGALRM when a file times out,
-// SIGTERM, SIGINT), so that no server outlives the test that started it.
+// SIGTERM, SIGINT, and a person's Ctrl-C to a benchmark), so that no server or
+// helper process outlives the run that started it, and no temporary directory stays.
 onExit(() => {
   for (const c of running) c.kill('SIGKILL');
+  for (const dir of temporary) rmSync(dir, { recursive: true, force: true });
 });
+
+/** Kills `child` when this process exits or is stopped by a signal, if it still runs. */
+export function killOnExit(child: ChildProcess): void {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
+/** Removes `dir` when this process exits or is stopped by a signal (a test's or a benchmark's temporary directory). */
+export function removeOnExit(dir: string): string {
+  temporary.add(dir);
+  return dir;
+}
 
 const LINES_KEPT = 40;
 
