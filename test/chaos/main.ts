@@ -16,7 +16,7 @@ const agents = args.int('agents', 1);
 // At least one kill a minute, and never fewer than three.
 const killsMin = args.values.kills === undefined ? Math.max(3, Math.floor(durationS / 60)) : args.int('kills');
 const started = Date.now();
-console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, at least ${killsMin} primary kills`);
+console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, ${killsMin} primary kills`);
 const report = await runChaos({ durationS, seed, agents, killsMin, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });
 const f = report.failoverMs.slice().sort((a, b) => a - b);
 console.log(JSON.stringify({ ...report.counts, applied: report.applied, failover_ms: { n: f.length, median: f[Math.floor(f.length / 2)] ?? null, max: f[f.length - 1] ?? null } }));
