@@ -93,7 +93,7 @@ try {
     rows.push({ ...s, concurrency: n, rssBytes, cpuMsPerRequest, loadCpuMsPerRequest, syncsPerIntent });
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     const cpu = cpuMsPerRequest.map((ms, k) => `${ms.toFixed(2)}${c.members[k]!.id === leader ? '*' : ''}`).join(' / ');
-    console.log(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MB | ${cpu} ms | ${loadCpuMsPerRequest.toFixed(2)} ms | ${syncsPerIntent.map((x) => x.toFixed(2)).join(' / ')} |`);
+    console.log(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MiB | ${cpu} ms | ${loadCpuMsPerRequest.toFixed(2)} ms | ${syncsPerIntent.map((x) => x.toFixed(2)).join(' / ')} |`);
   }
   if (profileDir !== undefined) {
     // A profile is written when its process exits on its own: stop each member gracefully.

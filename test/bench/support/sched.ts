@@ -186,7 +186,9 @@ export class SchedSampler {
       for (const tid of readdirSync(`/proc/${this.pid}/task`)) {
         const stat = readFileSync(`/proc/${this.pid}/task/${tid}/stat`, 'utf8');
         const close = stat.lastIndexOf(')');
-        if (stat[close + 2] === 'D') out.push(`${stat.slice(stat.indexOf('(') + 1, close)} ${this.inSyscall(tid)}`);
+        if (stat[close + 2] !== 'D') continue;
+        const where = this.inSyscall(tid);
+        if (where !== 'running') out.push(`${stat.slice(stat.indexOf('(') + 1, close)} ${where}`); // running by the time it was read: not a disk sleep
       }
     } catch {
       // a thread ended between the listing and the read
@@ -197,7 +199,9 @@ export class SchedSampler {
   /** A thread's syscall and the file it is on (its first argument, when that is a descriptor), e.g. "fdatasync wal/<16 digits>.wal". */
   private inSyscall(tid: string): string {
     try {
-      const [nr, arg] = readFileSync(`/proc/${this.pid}/task/${tid}/syscall`, 'utf8').split(' ');
+      const [nr, arg] = readFileSync(`/proc/${this.pid}/task/${tid}/syscall`, 'utf8').trim().split(' ');
+      // "running": the thread was on a CPU when read (its state changed since), in no syscall.
+      if (nr === 'running') return 'running';
       const name = SYSCALL_NAMES[nr!] ?? `syscall ${nr}`;
       const fd = Number.parseInt(arg ?? '', 16);
       if (!Number.isSafeInteger(fd) || fd < 0 || fd > 65535) return name;
