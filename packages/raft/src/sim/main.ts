@@ -35,7 +35,10 @@ function parse(argv: string[]): Args {
       return v;
     };
     if (a === '--seed') args.seed = value();
-    else if (a === '--seeds') args.seeds = value();
+    else if (a === '--seeds') {
+      args.seeds = value();
+      if (args.seeds === 0) throw new UsageError('--seeds needs at least 1: a run of no seeds proves nothing');
+    }
     else if (a === '--from') args.from = value();
     else if (a === '--ticks') args.ticks = value();
     else if (a === '--trace') args.trace = true;
@@ -82,7 +85,7 @@ export function runSeeds(
 
 /** runCli runs the simulator as the command line would, printing through `print`; returns the exit status. */
 export function runCli(argv: string[], print: (line: string) => void): number {
-  if (argv.length === 0) {
+  if (argv.length === 0 || argv.includes('--help') || argv.includes('-h')) {
     print(USAGE);
     return 0;
   }

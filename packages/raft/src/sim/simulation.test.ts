@@ -49,13 +49,19 @@ t.test('sim --mutants prints the mutation table, and fails when a variant escape
   t.match(out.join('\n'), /\| messages sent before the Ready is persisted \| 3 \| durability 3 \|/);
 });
 
-t.test('sim rejects an unknown argument with a usage line and status 2, and prints usage without arguments', async (t) => {
+t.test('sim rejects an unknown argument and no seeds with a usage line and status 2, and prints usage without arguments or with --help', async (t) => {
   const out: string[] = [];
   t.equal(runCli(['--bogus'], (l) => out.push(l)), 2);
   t.match(out.join('\n'), /unknown argument --bogus[\s\S]*usage:/);
   const help: string[] = [];
   t.equal(runCli([], (l) => help.push(l)), 0);
   t.match(help.join('\n'), /^usage: sim --seeds N/);
+  const asked: string[] = [];
+  t.equal(runCli(['--help'], (l) => asked.push(l)), 0, '--help is the usage, not an unknown argument');
+  t.match(asked.join('\n'), /^usage: sim --seeds N/);
+  const none: string[] = [];
+  t.equal(runCli(['--seeds', '0'], (l) => none.push(l)), 2);
+  t.match(none.join('\n'), /^sim: --seeds needs at least 1/);
 });
 
 t.test('without faults a group elects a leader, commits and stays up', async (t) => {
