@@ -31,7 +31,7 @@ import { Mix, bootstrapWorkload, type BenchRequest, type Fixtures } from './supp
 
 const USAGE = `npm run bench -- frontend [--concurrency 64] [--seconds 15] [--parties 64]
                          [--out bench-results] [--label name] [--json out.json]
-                         [--main /other/checkout/packages/node/dist/main.js] [--server-env APL_NAME=value ...]`;
+                         [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir] [--server-env APL_NAME=value ...]`;
 const args = new ScriptArgs(USAGE, {
   concurrency: { type: 'string', default: '64' },
   seconds: { type: 'string', default: '15' },
