@@ -302,7 +302,7 @@ export class Replica {
     const conf = this.raft.status().conf;
     if (conf.voters.length === 1 && conf.voters[0] === this.opts.id) this.raft.campaign();
     this.observeMembers(conf);
-    if (conf.voters.length > 1 || conf.learners.length > 0) writeMembers(this.opts.dataDir, this.store.position.applied, conf);
+    if (conf.voters.length > 1 || conf.learners.length > 0) this.saveMembers(this.store.position.applied, conf);
     this.timers.push(setInterval(() => {
       this.raft.tick();
       this.kick();
@@ -846,6 +846,18 @@ export class Replica {
     }, (err: Error) => this.fail(err));
   }
 
+  /**
+   * Writes MEMBERS (membership.ts) for the tools that start members; a file it cannot
+   * write (a full disk) is logged, never a stop: the membership itself is in the log.
+   */
+  private saveMembers(index: number, conf: ConfState): void {
+    try {
+      writeMembers(this.opts.dataDir, index, conf);
+    } catch (err) {
+      this.opts.log.warn({ event: 'members_file_failed', err: (err as Error).message }, 'the MEMBERS file of the data directory was not written');
+    }
+  }
+
   /** Calls `listener` after each batch of entries is applied and has landed in the store; returns the unsubscribe. */
   onApplied(listener: () => void): () => void {
     this.appliedListeners.add(listener);
@@ -888,7 +900,7 @@ export class Replica {
   private settleConf(e: Entry): void {
     const { change, conf } = decodeConfEntry(e.data);
     this.opts.log.info({ event: 'membership_applied', index: e.index, change, voters: conf.voters, learners: conf.learners }, 'membership change applied');
-    writeMembers(this.opts.dataDir, e.index, conf);
+    this.saveMembers(e.index, conf);
     const w = this.confWaiters.get(e.index);
     if (w) {
       this.confWaiters.delete(e.index);
