@@ -36,6 +36,7 @@ t.test('a port another process holds: exit 2, naming the plane and its setting',
   const agent = start(nodeEnv(join(dir, 'port-agent'), { APL_AGENT_PORT: String(port) }));
   t.equal(agent.status, 2, agent.stderr);
   t.equal(agent.stderr.trim(), `cannot listen on 127.0.0.1:${port} for the agent plane (agent_port, APL_AGENT_PORT): another process listens there (EADDRINUSE). Stop what holds it, or give this node another port.`);
+  t.notOk(existsSync(join(dir, 'port')) || existsSync(join(dir, 'port-agent')), 'the refused start made no data directory');
 });
 
 t.test('an option it does not know: exit 2 with the usage', async (t) => {

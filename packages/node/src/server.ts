@@ -3,6 +3,7 @@
  * development setup, the node, and a graceful stop on SIGINT and SIGTERM.
  */
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { Status } from '@apl/raft';
 import { ConfigError, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
@@ -45,6 +46,9 @@ async function main(): Promise<void> {
   // development setup makes are checked as the node starts.
   const files = tlsFiles(config);
   if ([files.ca, files.cert, files.key].every((f) => existsSync(f))) readTls(files, certificateMember(config));
+  // A port another process holds is found before the data directory is made or
+  // written: a refused start leaves nothing behind. (The node binds them for good later.)
+  await portsFree(config);
   // A node already running on the directory is found before the development setup
   // writes anything into it (certificates, tokens); the node takes the lock for good
   // as it opens its stores.
@@ -102,6 +106,18 @@ main().catch((err: Error) => {
   process.stderr.write(`fatal: ${err.stack ?? err.message}\n`);
   process.exit(1);
 });
+
+/** Binds each configured port a moment and lets it go: throws the bind's error (EADDRINUSE, ...) for the first that cannot be. */
+async function portsFree(c: Config): Promise<void> {
+  const ports = [c.agent_port, c.admin_port, ...(c.members.length > 0 ? [c.peer_port] : [])].filter((p) => p !== 0);
+  for (const port of ports) {
+    await new Promise<void>((resolve, reject) => {
+      const probe = createServer();
+      probe.once('error', reject);
+      probe.listen(port, c.host, () => probe.close(() => resolve()));
+    });
+  }
+}
 
 /** A listener that could not bind, said with the setting that names its port; null for any other failure. */
 function listenRefusal(err: Error, c: Config): string | null {
