@@ -169,7 +169,8 @@ try {
     halfPeak = { ...s, slow: s.slow.length, whole, slowSpans, requestsPerSecond, peakIntentsPerSecond: peak.intentsPerSecond, fsyncs, loopDelay, storeWriteWaits, over25ms: slow, gc, cpuByThread, loadCpuMsPerRequest };
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     print('');
-    print(`half of peak (${Math.round(peak.intentsPerSecond).toLocaleString('en-US')} intents/s at ${peak.concurrency} in flight), open loop at ${Math.round(requestsPerSecond).toLocaleString('en-US')} requests/s: `
+    const heading = fixedRate === null ? 'half of peak' : 'the rate given (--half-peak-rps), against a peak';
+    print(`${heading} (${Math.round(peak.intentsPerSecond).toLocaleString('en-US')} intents/s at ${peak.concurrency} in flight), open loop at ${Math.round(requestsPerSecond).toLocaleString('en-US')} requests/s: `
       + `${Math.round(s.intentsPerSecond).toLocaleString('en-US')} intents/s, p50 ${s.p50.toFixed(1)} ms, p99 ${s.p99.toFixed(1)} ms, max ${s.max.toFixed(0)} ms, read p99 ${s.readP99.toFixed(1)} ms (${answers}); `
       + `p99 target ${HALF_PEAK_P99_MS} ms: ${s.p99 <= HALF_PEAK_P99_MS ? 'met' : 'MISSED'}`);
     print(`  meanwhile in the node: ${fsyncs.all.toLocaleString('en-US')} synced writes of the Raft log, ${fsyncs.over25ms} over 25 ms and ${fsyncs.over100ms} over 100 ms; `
