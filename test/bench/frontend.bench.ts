@@ -23,7 +23,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ScriptArgs } from '../support/args.js';
 import { testCerts } from '../support/node.js';
-import { killOnExit, removeOnExit } from '../support/process.js';
+import { killOnExit, removeOnExit } from '../support/cleanup.js';
 import { FRONTEND_KINDS, kindOfRequest, type FrontendKind } from './support/frontend-kinds.js';
 import { runLoad, type LoadStats } from './support/load.js';
 import { SERVER_ARGS, cpuSeconds, serverOptions, startBenchServer } from './support/server.js';

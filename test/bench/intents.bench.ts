@@ -48,7 +48,7 @@ import { runLoad, runOpenLoop, type LoadStats, type OpenLoopStats } from './supp
 import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
 import { printAllocations, printSummary, summarizeAllocations, summarize } from './support/profile.js';
 import { ScriptArgs } from '../support/args.js';
-import { removeOnExit } from '../support/process.js';
+import { removeOnExit } from '../support/cleanup.js';
 import { SERVER_ARGS, countsSince, cpuPerRequestByThread, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
 import { Mix, bootstrapWorkload } from './support/workload.js';
 

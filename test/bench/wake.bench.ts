@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { ScriptArgs } from '../support/args.js';
-import { removeOnExit } from '../support/process.js';
+import { removeOnExit } from '../support/cleanup.js';
 import { percentile } from './support/load.js';
 import { threadCpu } from './support/server.js';
 

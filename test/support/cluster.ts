@@ -8,7 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { nodeEnv, removeOnExit, spawnNode, type NodeProcess } from './process.js';
+import { removeOnExit } from './cleanup.js';
+import { nodeEnv, spawnNode, type NodeProcess } from './process.js';
 import { Client, Issuer, TOKENS, testCerts, type Response } from './node.js';
 import { contract } from './contract.js';
 

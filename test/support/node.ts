@@ -14,7 +14,7 @@ import { PublicProtocol, type Claims } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory, type SecretKey } from 'paseto/v4/public';
 import { parseJson, stringifyJson } from '@apl/core';
 import { CERT_SCRIPT, ConfigSchema, createLogger, startNode, type AdminPrincipal, type Config, type Logger, type RunningNode, type WrapDb } from '@apl/node';
-import { onExit } from 'signal-exit';
+import { removeOnExit } from './cleanup.js';
 import { contract } from './contract.js';
 
 let certDir: string | null = null;
@@ -24,8 +24,7 @@ export function testCerts(): { dir: string; ca: string; cert: string; key: strin
   if (!certDir) {
     certDir = mkdtempSync(join(tmpdir(), 'apl-certs-'));
     execFileSync('bash', [CERT_SCRIPT, certDir, 'n1', 'n2', 'n3', 'n4', 'n5'], { stdio: 'ignore' });
-    // On a signal too (a benchmark stopped with Ctrl-C), not only at a normal exit.
-    onExit(() => rmSync(certDir!, { recursive: true, force: true }));
+    removeOnExit(certDir); // on a signal too (a benchmark stopped with Ctrl-C), not only at a normal exit
   }
   return { dir: certDir, ca: join(certDir, 'ca.pem'), cert: join(certDir, 'n1.pem'), key: join(certDir, 'n1-key.pem') };
 }

@@ -4,12 +4,12 @@
  * Its addresses come from the `node_started` line it logs on stdout. Every process
  * started here is killed when the test process exits, whatever happened.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { onExit } from 'signal-exit';
+import { killOnExit } from './cleanup.js';
 import { PRINCIPALS, testCerts } from './node.js';
 
 /** The repository: two levels up from test/support, three from its compiled test/dist/support. */
@@ -86,27 +86,6 @@ export interface NodeProcess {
   output(): string;
 }
 
-const running = new Set<ChildProcess>();
-const temporary = new Set<string>();
-// On exit and on the signals a test runner sends (SIGALRM when a file times out,
-// SIGTERM, SIGINT, and a person's Ctrl-C to a benchmark), so that no server or
-// helper process outlives the run that started it, and no temporary directory stays.
-onExit(() => {
-  for (const c of running) c.kill('SIGKILL');
-  for (const dir of temporary) rmSync(dir, { recursive: true, force: true });
-});
-
-/** Kills `child` when this process exits or is stopped by a signal, if it still runs. */
-export function killOnExit(child: ChildProcess): void {
-  running.add(child);
-  child.once('exit', () => running.delete(child));
-}
-
-/** Removes `dir` when this process exits or is stopped by a signal (a test's or a benchmark's temporary directory). */
-export function removeOnExit(dir: string): string {
-  temporary.add(dir);
-  return dir;
-}
 
 const LINES_KEPT = 40;
 
@@ -116,7 +95,7 @@ export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: 
     return Promise.reject(new Error(`APL_LOG_LEVEL=${env.APL_LOG_LEVEL}: the node_started line the addresses come from is logged at info`));
   }
   const child = spawn(opts.execPath ?? process.execPath, [...NODE_FLAGS, ...(opts.nodeArgs ?? []), opts.mainJs ?? MAIN_JS, ...(opts.args ?? [])], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  running.add(child);
+  killOnExit(child);
   // The node logs a line per request; the lines about its state are kept apart so they are not crowded out.
   const tail: string[] = [];
   const events: string[] = [];
@@ -131,7 +110,6 @@ export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: 
   let exitedWith: { code: number | null; signal: NodeJS.Signals | null } | null = null;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => {
     child.once('exit', (code, signal) => {
-      running.delete(child);
       exitedWith = { code, signal };
       r(exitedWith);
     });

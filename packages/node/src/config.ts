@@ -173,14 +173,23 @@ function memberProblems(c: Config): string[] {
   return out;
 }
 
-/** Two listeners of this node given one port (0, any free port, may repeat); the peer port counts in a cluster. */
+/** A node's listeners: the setting of each one's port, the port, and what listens there (the peer mesh when there are members). */
+export function listeners(c: Config): { key: 'agent_port' | 'admin_port' | 'peer_port'; port: number; what: string }[] {
+  return [
+    { key: 'agent_port', port: c.agent_port, what: 'the agent plane' },
+    { key: 'admin_port', port: c.admin_port, what: 'the admin plane' },
+    ...(c.members.length > 0 ? [{ key: 'peer_port' as const, port: c.peer_port, what: 'the peer mesh' }] : []),
+  ];
+}
+
+/** Two listeners of this node given one port (0, any free port, may repeat). */
 function portProblems(c: Config, fromEnv: Map<string, string>): string[] {
-  const listeners = (['agent_port', 'admin_port', ...(c.members.length > 0 ? ['peer_port' as const] : [])] as const).filter((k) => c[k] !== 0);
+  const given = listeners(c).filter((l) => l.port !== 0);
   const named = (k: string) => `${k}${fromEnv.has(k) ? ` (${fromEnv.get(k)})` : ''}`;
   const out: string[] = [];
-  for (const [i, a] of listeners.entries()) {
-    const b = listeners.slice(i + 1).find((k) => c[k] === c[a]);
-    if (b !== undefined) out.push(`${named(a)} and ${named(b)} are both ${c[a]}: each listener needs a port of its own`);
+  for (const [i, a] of given.entries()) {
+    const b = given.slice(i + 1).find((l) => l.port === a.port);
+    if (b !== undefined) out.push(`${named(a.key)} and ${named(b.key)} are both ${a.port}: each listener needs a port of its own`);
   }
   return out;
 }

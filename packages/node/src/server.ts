@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { Status } from '@apl/raft';
-import { ConfigError, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
+import { ConfigError, envName, listeners, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
 import { DataDirLock } from './data-lock.js';
 import { devSetup, loadPrincipals } from './devsetup.js';
 import { certificateMember, readTls, startNode, type RunningNode } from './node.js';
@@ -109,8 +109,7 @@ main().catch((err: Error) => {
 
 /** Binds each configured port a moment and lets it go: throws the bind's error (EADDRINUSE, ...) for the first that cannot be. */
 async function portsFree(c: Config): Promise<void> {
-  const ports = [c.agent_port, c.admin_port, ...(c.members.length > 0 ? [c.peer_port] : [])].filter((p) => p !== 0);
-  for (const port of ports) {
+  for (const { port } of listeners(c).filter((l) => l.port !== 0)) {
     await new Promise<void>((resolve, reject) => {
       const probe = createServer();
       probe.once('error', reject);
@@ -123,12 +122,8 @@ async function portsFree(c: Config): Promise<void> {
 function listenRefusal(err: Error, c: Config): string | null {
   const e = err as NodeJS.ErrnoException & { port?: number; address?: string };
   if (e.syscall !== 'listen' || e.port === undefined) return null;
-  const which = [
-    ['agent_port', 'APL_AGENT_PORT', c.agent_port, 'the agent plane'],
-    ['admin_port', 'APL_ADMIN_PORT', c.admin_port, 'the admin plane'],
-    ['peer_port', 'APL_PEER_PORT', c.peer_port, 'the peer mesh'],
-  ].find(([, , port]) => port === e.port);
-  const setting = which === undefined ? '' : ` for ${which[3]} (${which[0]}, ${which[1]})`;
+  const which = listeners(c).find((l) => l.port === e.port);
+  const setting = which === undefined ? '' : ` for ${which.what} (${which.key}, ${envName([which.key])})`;
   const why = e.code === 'EADDRINUSE' ? 'another process listens there' : e.code === 'EACCES' ? 'this user may not bind it' : e.code === 'EADDRNOTAVAIL' ? `${e.address} is not an address of this machine (host, APL_HOST)` : e.message;
   return `cannot listen on ${e.address}:${e.port}${setting}: ${why} (${e.code}). Stop what holds it, or give this node another port.`;
 }

@@ -54,8 +54,9 @@
 // segment. A segment left for the next one always ends with an end of records, so a
 // torn or invalid record anywhere but the end of the log is corruption, reported,
 // never skipped. So is one in the last segment that reads as the next entry (its index
-// whole) with whole entries after it that span more than one write can hold: the entries of a save are written ENTRY_WRITE_MAX bytes
-// at a time, each part durable before the next, so only the last part can be torn, and
+// whole) with whole entries after it that span more than one write can hold: the
+// entries of a save are written ENTRY_WRITE_MAX bytes at a time, each part durable
+// before the next, so only the last part can be torn, and
 // entries beyond its reach were acknowledged. A damaged record (bit rot, a disk that
 // lied) in the middle of the last segment is refused rather than read as the log's end,
 // which would drop every acknowledged entry after it.

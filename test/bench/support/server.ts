@@ -9,7 +9,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client, TOKENS, testCerts } from '../../support/node.js';
-import { nodeEnv, removeOnExit, spawnNode, type NodeProcess } from '../../support/process.js';
+import { removeOnExit } from '../../support/cleanup.js';
+import { nodeEnv, spawnNode, type NodeProcess } from '../../support/process.js';
 import type { AdminCall } from './workload.js';
 
 export interface BenchServer {
