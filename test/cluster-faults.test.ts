@@ -187,7 +187,10 @@ t.test('SIGTERM on the primary hands leadership over before the process exits', 
   await c.start(leader);
   await ready(c, leader);
   await said(new RegExp(`"event":"peer_reachable","peer":"${leader}"`));
-  t.equal(c.process(next)!.output().match(new RegExp(`"event":"peer_unreachable","peer":"${leader}"`, 'g'))!.length, 1, 'the outage is logged once, not at every retry');
+  // Counted up to the line saying it is reached again: a later outage (a stream the restarted member ends) is another one.
+  const out = c.process(next)!.output();
+  const outage = out.slice(0, out.indexOf(`"event":"peer_reachable","peer":"${leader}"`));
+  t.equal(outage.match(new RegExp(`"event":"peer_unreachable","peer":"${leader}"`, 'g'))!.length, 1, 'the outage is logged once, not at every retry');
 });
 
 /** Waits until member `id` has logged a line matching `pattern`; throws, with its log, after 10 s. */
