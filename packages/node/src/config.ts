@@ -145,6 +145,12 @@ export const ConfigSchema = z.strictObject({
     keep_alive_timeout_ms: ms(5_000),
     /** connections_max caps the open connections of each listener; a connection beyond it is closed at once. */
     connections_max: count(1024, 1_000_000),
+    /**
+     * connections_per_source_max caps the open connections of one client address on each
+     * listener, so that one host cannot take all of `connections_max`; a connection beyond
+     * it is closed at once.
+     */
+    connections_per_source_max: count(512, 1_000_000),
   }).prefault({}).refine((h) => h.headers_timeout_ms <= h.request_timeout_ms, { message: 'headers_timeout_ms must not exceed request_timeout_ms', path: ['headers_timeout_ms'] }),
   /** rate_limit: a token bucket per attested agent on POST /api/v1/intents; beyond it, 429 rate_limited with Retry-After. */
   rate_limit: z.strictObject({

@@ -1,7 +1,8 @@
 // Proves how a listener closes: an answer still being written when it closes closes
 // its connection (Connection: close), so that a client kept alive cannot send another
 // request on it; and a connection still open after the grace period is cut. And that
-// what a listener refuses before a request reaches its plane is answered and told.
+// what a listener refuses before a request reaches its plane is answered and told; and
+// that one client address holds at most its share of a listener's connections.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -12,14 +13,14 @@ import type { Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CERT_SCRIPT } from './devsetup.js';
-import { closeListener, limitedServer, listen, listenerUrl } from './listener.js';
+import { closeListener, limitedServer, listen, listenerUrl, sourceAddress } from './listener.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'apl-listener-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 execFileSync('bash', [CERT_SCRIPT, dir, 'n1'], { stdio: 'ignore' });
 const tls = { cert: readFileSync(join(dir, 'n1.pem')), key: readFileSync(join(dir, 'n1-key.pem')) };
 const ca = readFileSync(join(dir, 'ca.pem'));
-const http = { headers_timeout_ms: 2000, request_timeout_ms: 5000, keep_alive_timeout_ms: 5000, connections_max: 16 };
+const http = { headers_timeout_ms: 2000, request_timeout_ms: 5000, keep_alive_timeout_ms: 5000, connections_max: 16, connections_per_source_max: 16 };
 
 t.test('an answer written after the listener began to close closes its connection', async (t) => {
   let release: () => void = () => undefined;
@@ -91,4 +92,47 @@ t.test('a listener bound to every interface is named by the address its configur
   t.equal(listenerUrl('::1', bound(8443)), 'https://[::1]:8443');
   t.equal(listenerUrl('0.0.0.0', bound(8443), 'https://localhost:8443'), 'https://localhost:8443', 'a container\'s wildcard: the advertised address');
   t.equal(listenerUrl('::', bound(9443), undefined), 'https://localhost:9443', 'with none advertised, localhost at the port bound');
+});
+
+t.test('one client address holds at most http.connections_per_source_max connections of a listener', async (t) => {
+  const reasons: string[] = [];
+  const server = limitedServer(tls, { ...http, connections_per_source_max: 4 });
+  server.on('request', (_req, res) => res.end('ok'));
+  await listen(server, 0, '127.0.0.1', (reason) => reasons.push(reason));
+  t.teardown(() => closeListener(server, 100));
+  const port = (server.address() as AddressInfo).port;
+  // A TLS connection that completes its handshake resolves open; one the listener closes resolves closed.
+  const open = () => new Promise<{ s: ReturnType<typeof connect>; ok: boolean }>((resolve) => {
+    const s = connect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () => resolve({ s, ok: true }));
+    s.on('error', () => resolve({ s, ok: false }));
+    s.on('close', () => resolve({ s, ok: false }));
+  });
+  const first = [];
+  for (let k = 0; k < 4; k++) first.push(await open());
+  t.same(first.map((c) => c.ok), [true, true, true, true], 'the first four connections are taken');
+  const beyond = await Promise.all([open(), open(), open()]);
+  t.same(beyond.map((c) => c.ok), [false, false, false], 'three more from the same address are closed as they are accepted');
+  t.same(reasons, ['connections_per_source', 'connections_per_source', 'connections_per_source'], 'and told as refused for their source');
+  t.same(first.map((c) => !c.s.destroyed), [true, true, true, true], 'the four it holds stay open');
+  first[0]!.s.destroy();
+  await new Promise((r) => setTimeout(r, 100));
+  const again = await open();
+  t.ok(again.ok, 'a place freed by a closed connection is taken again');
+  again.s.end('GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+  const answer = await new Promise<string>((resolve) => {
+    let text = '';
+    again.s.on('data', (c: Buffer) => (text += c.toString()));
+    again.s.on('close', () => resolve(text));
+  });
+  t.match(answer, /^HTTP\/1\.1 200 /, 'and served');
+  for (const c of first) c.s.destroy();
+});
+
+t.test('a connection is counted under its client address, an IPv4 one seen through a dual-stack socket as IPv4', async (t) => {
+  t.equal(sourceAddress('::ffff:10.0.0.7'), '10.0.0.7');
+  t.equal(sourceAddress('::FFFF:10.0.0.7'), '10.0.0.7');
+  t.equal(sourceAddress('10.0.0.7'), '10.0.0.7');
+  t.equal(sourceAddress('2001:db8::ffff:1'), '2001:db8::ffff:1', 'an IPv6 address is itself');
+  t.equal(sourceAddress('::ffff:a00:7'), '::ffff:a00:7', 'a mapped address written in hex is left as it is');
+  t.equal(sourceAddress(undefined), '', 'a socket already closed has no address');
 });

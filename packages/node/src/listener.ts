@@ -3,8 +3,9 @@
  * others (config `http`): the TLS handshake and the request headers must be in within
  * `headers_timeout_ms` (a slow-loris connection that trickles its headers is closed),
  * the whole request within `request_timeout_ms`, an idle keep-alive connection is
- * closed after `keep_alive_timeout_ms`, and at most `connections_max` connections are
- * open at once (Node.js closes one beyond it as soon as it is accepted).
+ * closed after `keep_alive_timeout_ms`, at most `connections_max` connections are
+ * open at once (Node.js closes one beyond it as soon as it is accepted), and at most
+ * `connections_per_source_max` of them from one client address (closed as accepted too).
  */
 import { maxHeaderSize, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer, type Server, type ServerOptions } from 'node:https';
@@ -40,6 +41,7 @@ export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
     connectionsCheckingInterval: Math.max(10, Math.min(CHECK_INTERVAL_MAX_MS, Math.floor(h.headers_timeout_ms / 4))),
   });
   server.maxConnections = h.connections_max;
+  capPerSource(server, h.connections_per_source_max);
   const state = { closing: false, open: new Set<ServerResponse>() };
   draining.set(server, state);
   // Registered before the plane's own listener: a request that arrives while the
@@ -50,6 +52,56 @@ export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
     res.once('close', () => state.open.delete(res));
   });
   return server;
+}
+
+/** Emitted by a listener for each connection it closes beyond `http.connections_per_source_max` (told as refused by `listen`). */
+const DROP_PER_SOURCE = 'dropPerSource';
+
+/**
+ * The TCP connections closed beyond `http.connections_per_source_max`. The TLS server
+ * wraps each connection after this check and tells its closing as a client error; that
+ * error is not a handshake that failed. Node.js names the TCP socket under a TLS socket
+ * `_parent` (not a public field: were it gone, such a close would be counted twice).
+ */
+const dropped = new WeakSet<Socket>();
+const wasDropped = (socket: unknown): boolean => {
+  const parent = (socket as { _parent?: unknown })._parent;
+  return parent instanceof Object && dropped.has(parent as Socket);
+};
+
+/**
+ * Counts each listener's open connections by client address and closes one beyond
+ * `max` as soon as it is accepted, before any TLS: the counts live as long as the
+ * connections, so they are bounded by `connections_max`.
+ */
+function capPerSource(server: Server, max: number): void {
+  const open = new Map<string, number>();
+  server.prependListener('connection', (socket: Socket) => {
+    const source = sourceAddress(socket.remoteAddress);
+    const n = open.get(source) ?? 0;
+    if (n >= max) {
+      dropped.add(socket);
+      socket.destroy();
+      server.emit(DROP_PER_SOURCE);
+      return;
+    }
+    open.set(source, n + 1);
+    socket.once('close', () => {
+      const left = (open.get(source) ?? 1) - 1;
+      if (left === 0) open.delete(source);
+      else open.set(source, left);
+    });
+  });
+}
+
+/**
+ * The client address a connection is counted under: an IPv4 address seen through a
+ * dual-stack socket (`::ffff:10.0.0.7`) is that IPv4 address. A socket already closed
+ * has none; such connections share one count.
+ */
+export function sourceAddress(remote: string | undefined): string {
+  if (remote === undefined) return '';
+  return remote.toLowerCase().startsWith('::ffff:') && remote.includes('.') ? remote.slice(7) : remote;
 }
 
 /**
@@ -83,6 +135,7 @@ export function closeListener(server: Server, graceMs = CLOSE_GRACE_MS): Promise
 function answerParseErrors(server: Server, refused: OnRefused): void {
   // Node.js closes a connection beyond server.maxConnections as soon as it is accepted.
   server.on('drop', () => refused('connections_max'));
+  server.on(DROP_PER_SOURCE, () => refused('connections_per_source'));
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     refused('expectation_failed');
     const body = JSON.stringify({ error: 'expectation_failed', message: `Expect: ${String(req.headers.expect)} is not supported; only 100-continue is.` });
@@ -108,6 +161,7 @@ function answerParseErrors(server: Server, refused: OnRefused): void {
     req.once('end', reset);
   });
   server.on('clientError', (err: Error & { rawPacket?: Buffer }, socket) => {
+    if (wasDropped(socket)) return; // closed already, and told (capPerSource)
     // A connection whose TLS handshake never finished (a handshake time-out, bytes
     // that are no ClientHello) has nowhere to write an answer to: ending it would
     // leave it open, holding one of http.connections_max for good. It is dropped.

@@ -11,11 +11,12 @@ import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefault
 
 /**
  * Why a listener refused a connection, or closed it, before a request reached its plane
- * (listener.ts): beyond `http.connections_max`; a TLS handshake that never finished; a
+ * (listener.ts): beyond `http.connections_max`; beyond `http.connections_per_source_max`
+ * from one client address; a TLS handshake that never finished; a
  * request Node.js could not read as HTTP (400); one not all in by its time-out (408);
  * an `Expect` header other than 100-continue (417).
  */
-export const CONNECTION_REFUSALS = ['connections_max', 'tls_handshake', 'malformed_request', 'request_timeout', 'expectation_failed'] as const;
+export const CONNECTION_REFUSALS = ['connections_max', 'connections_per_source', 'tls_handshake', 'malformed_request', 'request_timeout', 'expectation_failed'] as const;
 export type ConnectionRefusal = (typeof CONNECTION_REFUSALS)[number];
 
 /** Counts the connections a plane's listener refuses (listener.ts `listen`); the plane's series start at 0. */
