@@ -313,7 +313,7 @@ t.test('401 unknown_agent on reads: no Authorization header, another scheme, or 
   }
 });
 
-t.test('403 attestation: signature, expiry, audience, issuer, subject, and a missing exp', async (t) => {
+t.test('403 attestation: signature, expiry, a lifetime too long, audience, issuer, subject, and a missing exp', async (t) => {
   const rejected = (why: string) => ({ error: 'attestation', message: `The attestation was rejected: ${why}.` });
   // Flip one character inside the signature (the last 64 bytes of the body).
   const parts = att.split('.');
@@ -331,6 +331,8 @@ t.test('403 attestation: signature, expiry, audience, issuer, subject, and a mis
 
   const expired = await n.issuer.sign(AGENT_A, { exp: new Date(Date.now() - 60_000).toISOString() });
   await refused(t, envelope(expired), 403, rejected('it has expired'));
+  await refused(t, envelope(await n.issuer.sign(AGENT_A, { exp: new Date(Date.now() + 2 * 86_400_000).toISOString() })), 403,
+    rejected('its exp is more than 86400 seconds ahead, the longest lifetime this node accepts (attestation_lifetime_max_s)'));
   await refused(t, envelope(await n.issuer.sign(AGENT_A, { aud: 'another-ledger' })), 403, rejected('it is for another audience'));
   await refused(t, envelope(await n.issuer.sign(AGENT_A, { aud: undefined })), 403, rejected('it has no aud claim'));
   const rogue = await Issuer.create('rogue-agents');

@@ -50,7 +50,7 @@ t.test('every expect-fail vector is refused', async (t) => {
     const r = await verifyPaseto(v.token, paserk, { now: new Date('2021-01-01T00:00:00Z'), ...opts });
     t.equal(r.ok, false, `${v.name} is refused`);
     const attestor = new Attestor({
-      audience: 'agent-plane-ledger', cacheEntriesMax: 10, now: () => new Date('2021-01-01T00:00:00Z'),
+      audience: 'agent-plane-ledger', cacheEntriesMax: 10, lifetimeMaxSeconds: 86_400, now: () => new Date('2021-01-01T00:00:00Z'),
       trustRoot: async () => ({ issuer: 'x', public_key: paserk, key_id: paserkId(paserk) }),
     });
     t.equal((await attestor.verify(v.token)).ok, false, `${v.name} is refused by the attestor`);
@@ -102,7 +102,7 @@ t.test('claims that are signed but not well formed are refused saying what is wr
   const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   const paserk = toPaserk(publicKey.export({ type: 'spki', format: 'pem' }).toString());
   const root = { issuer: 'acme-agents', public_key: paserk, key_id: paserkId(paserk) };
-  const attestor = new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, now: () => new Date('2026-11-22T10:00:00Z'), trustRoot: async () => root });
+  const attestor = new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, lifetimeMaxSeconds: 86_400, now: () => new Date('2026-11-22T10:00:00Z'), trustRoot: async () => root });
   const claims = { iss: 'acme-agents', sub: 'agent://acme.example/agent/buyer-7', aud: 'agent-plane-ledger', exp: '2026-11-22T11:00:00Z', cap: ['purchase.*'] };
   t.ok((await attestor.verify(signRaw(privateKey, JSON.stringify(claims)))).ok, 'the hand-signed token verifies as it is');
   for (const exp of ['tomorrow', 1893456000, null]) {
@@ -120,7 +120,7 @@ t.test('the attestor checks issuer, audience, expiry and claims, and caches unti
   const a = await issuer();
   let now = new Date('2026-11-22T10:00:00Z');
   let root: typeof a.root | undefined = a.root;
-  const attestor = new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, now: () => now, trustRoot: async (i) => (i === 'acme-agents' ? root : undefined) });
+  const attestor = new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, lifetimeMaxSeconds: 86_400, now: () => now, trustRoot: async (i) => (i === 'acme-agents' ? root : undefined) });
   const claims = { iss: 'acme-agents', sub: 'agent://acme.example/agent/buyer-7', aud: 'agent-plane-ledger', exp: '2026-11-22T11:00:00Z', jti: 'j-1', cap: ['purchase.*'] };
   const sign = (c: Record<string, unknown>) => proto.Sign(a.secretKey, c as Claims, { addIssuedAt: false });
   const token = await sign(claims);
@@ -133,6 +133,8 @@ t.test('the attestor checks issuer, audience, expiry and claims, and caches unti
     [{ ...claims, aud: 'someone-else' }, 'it is for another audience'],
     [{ ...claims, iss: 'unknown-issuer' }, 'its issuer is not a trust root'],
     [{ ...claims, exp: '2026-11-22T09:00:00Z' }, 'it has expired'],
+    [{ ...claims, exp: '2026-11-23T10:00:01Z' }, 'its exp is more than 86400 seconds ahead, the longest lifetime this node accepts (attestation_lifetime_max_s)'],
+    [{ ...claims, exp: '2126-11-22T10:00:00Z' }, 'its exp is more than 86400 seconds ahead, the longest lifetime this node accepts (attestation_lifetime_max_s)'],
     [{ ...claims, aud: undefined }, 'it has no aud claim'],
     [{ ...claims, cap: 'purchase.*' }, 'its cap claim is not a list of at most 64 capabilities (action patterns of at most 128 characters)'],
     [{ ...claims, cap: ['purchase.*', 'Purchase!'] }, 'its capability "Purchase!" is not an action pattern: an action name (lower-case words joined by dots, as purchase.book), a name followed by .* (purchase.*), or * alone'],
@@ -151,6 +153,8 @@ t.test('the attestor checks issuer, audience, expiry and claims, and caches unti
     t.same(await attestor.verify(tok), { ok: false, message: `The attestation was rejected: ${why}.` }, why);
   }
 
+  t.ok((await attestor.verify(await sign({ ...claims, exp: '2026-11-23T10:00:00Z' }))).ok, 'a token of exactly the longest lifetime is taken');
+
   const noJti = await attestor.verify(await sign({ ...claims, jti: undefined }));
   t.match(noJti.ok && noJti.attested.token_id, /^sha256:[0-9a-f]{32}$/, 'a digest stands in for a missing jti');
 
@@ -160,4 +164,12 @@ t.test('the attestor checks issuer, audience, expiry and claims, and caches unti
   t.ok((await attestor.verify(token)).ok);
   root = undefined;
   t.same(await attestor.verify(token), { ok: false, message: 'The attestation was rejected: its issuer is not a trust root.' }, 'removing the trust root beats the cache');
+});
+
+t.test('a token is refused from the instant of its exp, whether it was cached or not', async (t) => {
+  const a = await issuer();
+  const at = (when: string) => new Attestor({ audience: 'agent-plane-ledger', cacheEntriesMax: 2, lifetimeMaxSeconds: 86_400, now: () => new Date(when), trustRoot: async () => a.root });
+  const token = await proto.Sign(a.secretKey, { iss: 'acme-agents', sub: 'agent://acme.example/agent/buyer-7', aud: 'agent-plane-ledger', exp: '2026-11-22T11:00:00Z', cap: ['purchase.*'] } as Claims, { addIssuedAt: false });
+  t.ok((await at('2026-11-22T10:59:59.999Z').verify(token)).ok, 'a millisecond before');
+  t.same(await at('2026-11-22T11:00:00Z').verify(token), { ok: false, message: 'The attestation was rejected: it has expired.' }, 'at exp, never seen before');
 });

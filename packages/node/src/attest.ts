@@ -9,6 +9,10 @@
  * Claims (DESIGN §6): `iss` names a trust root, `sub` is the agent URI, `aud` is the
  * configured audience, `exp` is required, `jti` identifies the token (a digest of
  * the token stands in when it is absent), `cap` lists capability patterns.
+ *
+ * A token whose `exp` lies further ahead than `attestation_lifetime_max_s` (config) is
+ * refused: a token without a near end is a credential that outlives the key hygiene
+ * of its issuer, and a stolen one would act for as long as it says.
  */
 import { createHash, createPublicKey } from 'node:crypto';
 import { blake2b } from '@noble/hashes/blake2.js';
@@ -128,6 +132,8 @@ function importKey(paserk: string): Promise<PublicKey> {
 export interface AttestorOptions {
   audience: string;
   cacheEntriesMax: number;
+  /** The most seconds from now that a token's `exp` may lie ahead. */
+  lifetimeMaxSeconds: number;
   now: () => Date;
   /** The registered trust root of an issuer (read from the state store). */
   trustRoot: (issuer: string) => Promise<TrustRoot | undefined>;
@@ -166,6 +172,12 @@ export class Attestor {
     }
     const attested = attestedFrom(verified.claims, root, token);
     if (typeof attested === 'string') return reject(attested);
+    // The paseto package takes a token at the very instant of its exp; the cache above
+    // does not, and neither does this: one token, one answer, cached or not.
+    if (attested.expires_at <= now.getTime()) return reject('it has expired');
+    if (attested.expires_at - now.getTime() > this.opts.lifetimeMaxSeconds * 1000) {
+      return reject(`its exp is more than ${this.opts.lifetimeMaxSeconds} seconds ahead, the longest lifetime this node accepts (attestation_lifetime_max_s)`);
+    }
     this.remember(token, attested);
     return { ok: true, attested };
   }

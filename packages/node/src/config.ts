@@ -80,6 +80,8 @@ export const ConfigSchema = z.strictObject({
   /** admin_principals are admin bearer tokens given by their SHA-256. */
   admin_principals: z.array(Principal).default([]),
   audience: z.string().min(1).default('agent-plane-ledger'),
+  /** attestation_lifetime_max_s: an attestation whose exp lies further ahead than this is refused (default one day). */
+  attestation_lifetime_max_s: int(60, 31_622_400, 'a number of seconds from 60 to 31622400').default(86_400),
   tick_interval_ms: ms(1000),
   commit_timeout_ms: ms(5000),
   /** snapshot_interval_entries: compact the Raft log after this many applied entries. */

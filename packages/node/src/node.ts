@@ -124,6 +124,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   const attestor = new Attestor({
     audience: c.audience,
     cacheEntriesMax: c.limits.attestation_cache_entries_max,
+    lifetimeMaxSeconds: c.attestation_lifetime_max_s,
     now: () => new Date(),
     trustRoot: (issuer) => queries.trustRoot(issuer),
   });

@@ -129,7 +129,7 @@ export function agentCommand(): Command {
     .option('--sub <agent-uri>', 'the agent (default: the one apl dev init bound)')
     .option('--cap <list>', 'capabilities, comma-separated', DEFAULT_CAPABILITIES.join(','))
     .option('--aud <audience>', 'audience', 'agent-plane-ledger')
-    .option('--ttl <seconds>', 'lifetime in seconds', '3600')
+    .option('--ttl <seconds>', 'lifetime in seconds (a node refuses one beyond its attestation_lifetime_max_s, a day by default)', '3600')
     .option('--jti <id>', 'token id (default: random)')
     .action(act<{ key?: string; iss?: string; sub?: string; cap: string; aud: string; ttl: string; jti?: string }>(async ({ s, out }, _args, o) => {
       const f = issuerFiles(s.issuerDir);
