@@ -1,9 +1,10 @@
 // `npm run bench -- reference`, run briefly as a user runs it where PostgreSQL's server
 // programs are installed: it starts a server of its own on a Unix socket, drives the
 // ledger's core with pgbench, prints a row per level with latencies and CPU from both
-// sides, and leaves no server and no directory behind.
+// sides, and leaves no server and no directory behind, also when stopped by Ctrl-C.
 import t from 'tap';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,4 +32,27 @@ t.test('the reference runs PostgreSQL on a socket of its own and reports every l
   t.same(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-pgref-') && !before.has(f)), [], "the server's directory is removed");
   const left = spawnSync('pgrep', ['-f', 'apl-pgref-'], { encoding: 'utf8' });
   t.equal(left.stdout.trim(), '', 'no server left running');
+});
+
+t.test('Ctrl-C stops the reference at once: pgbench, the server and its directory go with it', { skip: installed ? false : "PostgreSQL's server programs are not installed (Debian: postgresql)" }, async (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'apl-bench-out-'));
+  t.teardown(() => rmSync(out, { recursive: true, force: true }));
+  const before = new Set(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-pgref-')));
+  const child = spawn(process.execPath, [join(REPO, 'test/dist/bench/reference.bench.js'), '--concurrency', '1', '--seconds', '90', '--out', out, '--label', 'stopped'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => child.kill('SIGKILL'));
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  // The table's head is printed just before the first level's 90 s of pgbench begin.
+  for (let waited = 0; !/^\|---/m.test(stdout) && waited < 600; waited++) await new Promise((r) => setTimeout(r, 100));
+  t.match(stdout, /^\|---/m, 'the measured levels have begun');
+  await new Promise((r) => setTimeout(r, 1000));
+  const signalled = performance.now();
+  child.kill('SIGINT');
+  const [, signal] = await exited;
+  const seconds = (performance.now() - signalled) / 1000;
+  t.equal(signal, 'SIGINT', 'it ends by the signal');
+  t.ok(seconds < 30, `in ${seconds.toFixed(1)} s, not at the end of pgbench's 90`);
+  t.same(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-pgref-') && !before.has(f)), [], "the server's directory is removed");
+  t.equal(spawnSync('pgrep', ['-f', 'apl-pgref-'], { encoding: 'utf8' }).stdout.trim(), '', 'no server and no pgbench left running');
 });

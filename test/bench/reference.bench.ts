@@ -20,11 +20,14 @@
  * are found under /usr/lib/postgresql/<version>/bin, or where --pg-bin says. Run as
  * root, the server runs as the `postgres` user (initdb refuses root).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { onExit } from 'signal-exit';
 import { ScriptArgs } from '../support/args.js';
+import { killOnExit } from '../support/cleanup.js';
 import { syncedWrites } from './support/fsync.js';
 import { percentile } from './support/load.js';
 import { cpuSeconds, reapedCpuSeconds } from './support/server.js';
@@ -90,6 +93,17 @@ interface Row {
 
 const dir = mkdtempSync(join(tmpdir(), 'apl-pgref-'));
 const data = join(dir, 'data');
+// A run stopped by a signal (Ctrl-C, or one npm run bench passes on) stops the server
+// it started, then removes its directory (which the server needs to be stopped);
+// pgbench is killed (support/cleanup.ts).
+onExit(() => {
+  try {
+    stopServer('immediate');
+  } catch {
+    // pg_ctl failed: the directory goes all the same
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
 if (runAs) chownSync(dir, runAs.uid, runAs.gid);
 const lines: string[] = [];
 const print = (line: string) => {
@@ -109,7 +123,7 @@ try {
   psql(SCHEMA);
   const scriptFile = join(dir, 'ledger.sql');
   writeFileSync(scriptFile, SCRIPT);
-  run(16, 3, scriptFile, 'warmup'); // warm-up: connections, plans, the tables' first pages
+  await run(16, 3, scriptFile, 'warmup'); // warm-up: connections, plans, the tables' first pages
   disk = syncedWrites(dir);
   print(`PostgreSQL ${version}; pgbench from ${bin}; ${accounts} accounts; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
   print(`disk: ${Math.round(disk.perSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the server's directory), each p50 ${disk.p50Ms.toFixed(2)} ms, p99 ${disk.p99Ms.toFixed(1)} ms, max ${disk.maxMs.toFixed(0)} ms`);
@@ -117,13 +131,13 @@ try {
   print('| clients | transactions/s | p50 | p99 | max | server CPU/transaction | pgbench CPU/transaction | transactions/s ÷ the disk\'s synced writes/s |');
   print('|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const clients of concurrencies) {
-    const r = run(clients, seconds, scriptFile, `c${clients}`);
+    const r = await run(clients, seconds, scriptFile, `c${clients}`);
     const row = { ...r, fsyncShare: r.perSecond / disk.perSecond };
     rows.push(row);
     print(`| ${clients} | ${Math.round(r.perSecond).toLocaleString('en-US')} | ${r.p50.toFixed(1)} ms | ${r.p99.toFixed(1)} ms | ${r.max.toFixed(0)} ms | ${r.serverCpuMsPerTransaction.toFixed(2)} ms | ${r.pgbenchCpuMsPerTransaction.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
 } finally {
-  if (started) server('pg_ctl', ['-D', data, '-w', '-m', 'fast', 'stop']);
+  stopServer('fast');
   rmSync(dir, { recursive: true, force: true });
 }
 const report = { postgres: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, accounts, seconds, disk, rows };
@@ -134,17 +148,33 @@ writeFileSync(join(out, `reference-${a.label}.md`), `${lines.join('\n')}\n`);
 console.log(`\nwritten: ${join(out, `reference-${a.label}`)}.{md,json}`);
 if (a.json) writeFileSync(a.json, `${JSON.stringify(report, null, 2)}\n`);
 
-/** pgbench at `clients` for `secs`: the figures from its log of every transaction, and the CPU both sides spent. */
-function run(clients: number, secs: number, scriptFile: string, tag: string): Omit<Row, 'fsyncShare'> {
+/** Stops the server this run started, if it runs (`mode`: pg_ctl's shutdown mode). */
+function stopServer(mode: 'fast' | 'immediate'): void {
+  if (!started) return;
+  started = false;
+  server('pg_ctl', ['-D', data, '-w', '-m', mode, 'stop']);
+}
+
+/**
+ * pgbench at `clients` for `secs`: the figures from its log of every transaction, and
+ * the CPU both sides spent. It runs asynchronously, so that a signal to this process is
+ * acted on at once rather than when pgbench ends.
+ */
+async function run(clients: number, secs: number, scriptFile: string, tag: string): Promise<Omit<Row, 'fsyncShare'>> {
   const prefix = join(dir, `log-${tag}`);
   const idle = liveChildren(postmaster()).length; // the background processes, no client connected
   const serverBefore = serverCpuSeconds(idle);
   const selfBefore = childCpuSeconds();
-  const r = spawnSync(join(bin, 'pgbench'), [
+  const child = spawn(join(bin, 'pgbench'), [
     '-h', dir, '-p', String(PORT), '-U', USER, '-n', '-M', 'prepared', '-c', String(clients), '-j', String(Math.min(clients, cpus().length)),
     '-T', String(secs), '-f', scriptFile, '--log', `--log-prefix=${prefix}`, 'postgres',
-  ], { encoding: 'utf8', cwd: dir });
-  if (r.status !== 0) throw new Error(`pgbench failed (${r.status ?? r.signal}): ${r.stderr.trim()}`);
+  ], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  killOnExit(child);
+  const r = { stdout: '', stderr: '' };
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (r.stdout += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (r.stderr += c));
+  const [status, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
+  if (status !== 0) throw new Error(`pgbench failed (${status ?? signal}): ${r.stderr.trim()}`);
   const pgbenchCpu = childCpuSeconds() - selfBefore;
   const latencies = readLatencies(prefix);
   const serverCpu = serverCpuSeconds(idle) - serverBefore;
@@ -206,7 +236,7 @@ function liveChildren(pid: number): number[] {
   return children;
 }
 
-/** This process's ended children's CPU seconds (pgbench, once spawnSync has waited for it). */
+/** This process's ended children's CPU seconds (pgbench, once it has been waited for). */
 function childCpuSeconds(): number {
   return reapedCpuSeconds(process.pid);
 }
