@@ -182,6 +182,18 @@ t.test('400 invalid_policy: a bad bundle is refused at drafting with each issue'
   t.ok(badOp.body.issues.length >= 1);
   t.ok(badOp.body.issues.every((i: { path: string; message: string }) => typeof i.path === 'string' && i.message.length > 0), 'each issue has a path and a message');
   t.ok(badOp.body.issues.some((i: { path: string }) => i.path.startsWith('rules.0.when.0')), 'the issue points at the condition');
+  // An integer beyond 2^53 where an operator goes: its message once threw at the commit
+  // point, which halted the replica at that entry for good.
+  for (const [path, bundle] of [
+    ['rules.0.when.0.op', { rules: [{ id: 'R-x', modality: 'permission', priority: 1, match: { action: '*' }, when: [{ left: 'amount', op: 9007199254740993n, right: '1', currency: 'USD' }], basis: 'b' }] }],
+    ['rules.0.obligations.0.discharge_when.0.op', { rules: [{ id: 'R-x', modality: 'permission', priority: 1, match: { action: '*' }, basis: 'b', obligations: [{ id: 'O-1', action: 'receipt.attach', deadline_ticks: 5, discharge_when: [{ left: 'amount', op: 2n ** 127n, right: '1', currency: 'USD' }] }] }] }],
+  ] as const) {
+    const big = await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_bigop', bundle });
+    t.equal(big.status, 400, `an integer as ${path}`);
+    t.equal(big.body.error, 'invalid_policy');
+    t.ok(big.body.issues.some((i: { path: string; message: string }) => i.path === path && / is not an operator /.test(i.message)), JSON.stringify(big.body.issues));
+    t.equal((await n.api('GET', '/readyz')).status, 200, 'and the node goes on');
+  }
   isError(t, await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_none' }), 400, {
     error: 'malformed_request', message: 'The policy is not valid.', issues: [{ path: 'bundle', message: 'is required' }],
   });

@@ -167,11 +167,17 @@ t.test('a bundle that would have thrown while compiling is an issue, and draftin
     { left: 'bindings.quantity', op: 'eq', right: 1.5 },
     { left: 'bindings.quantity', op: 'in', right: [1, 2.5] },
     { left: 'bindings.quantity', op: 'ne' },
+    // Integers beyond 2^53 are parsed as bigints: their messages once threw at the commit point.
+    { left: 'amount', op: 9007199254740993n, right: '1', currency: 'USD' },
+    { left: 'amount', op: [1n], right: '1', currency: 'USD' },
+    { left: 'amount', op: { toString: 1, valueOf: 2n }, right: '1', currency: 'USD' },
+    { left: 'amount', op: Object.create(null) as unknown, right: '1', currency: 'USD' },
+    { left: 9007199254740993n, op: 'eq', right: 2n ** 200n },
   ];
   for (const [k, condition] of cases.entries()) {
     const before = h.stateHash;
     const a = h.admin('DraftPolicy', { id: `pol_bad${k}`, bundle: { rules: [rule({ modality: 'prohibition', when: [condition] })] } }, AUTHOR);
-    t.equal(a.result.ok ? 'ok' : a.result.error.error, 'invalid_policy', JSON.stringify(condition));
+    t.equal(a.result.ok ? 'ok' : a.result.error.error, 'invalid_policy', `case ${k}`);
     t.equal(h.stateHash, before);
   }
 });
@@ -213,4 +219,23 @@ t.test('right sides no value the evaluator reads can ever be are found; the comm
   ]);
   t.same(unmatchableValues({ rules: [rule({ when: [{ left: 'currency', op: 'eq', right: 'usd' }], note: 1 })] }), [], 'a bundle that does not parse has none: its issues are compileBundle\'s');
   t.same(unmatchableValues({ rules: [rule()] }), [], 'a sound bundle has none');
+});
+
+t.test('compiling any bundle a JSON parser could give answers ok or issues, and never throws', async (t) => {
+  // What the lossless parser makes: plain values, bigints for integers beyond 2^53,
+  // objects with any keys. Compiling runs at the commit point, where a throw halts the replica.
+  const value = fc.anything({ withBigInt: true, withNullPrototype: true, maxDepth: 3 });
+  const condition = fc.record({ left: fc.oneof(fc.constantFrom('amount', 'currency', 'accounts', 'bindings.quantity'), value), op: fc.oneof(fc.constantFrom('eq', 'in', 'gt'), value), right: value, currency: fc.oneof(fc.constant('USD'), value) }, { requiredKeys: [] });
+  const rule = fc.record({
+    id: fc.oneof(fc.constant('R-a'), value), modality: fc.oneof(fc.constantFrom('permission', 'prohibition'), value), priority: fc.oneof(fc.constant(1), value),
+    match: fc.oneof(fc.constant({ action: '*' }), value), when: fc.oneof(fc.array(condition, { maxLength: 3 }), value), basis: fc.oneof(fc.constant('b'), value),
+    obligations: fc.array(fc.record({ id: fc.constant('O-1'), action: fc.constant('receipt.attach'), deadline_ticks: fc.oneof(fc.constant(5), value), discharge_when: fc.array(condition, { maxLength: 2 }) }), { maxLength: 1 }),
+  }, { requiredKeys: ['id'] });
+  const bundle = fc.oneof(fc.record({ rules: fc.array(rule, { maxLength: 3 }) }), value);
+  fc.assert(fc.property(bundle, (b) => {
+    const compiled = compileBundle(b);
+    unmatchableValues(b);
+    return compiled.ok || (compiled.issues.length > 0 && compiled.issues.every((i) => typeof i.message === 'string'));
+  }), { numRuns: 2000, seed: 20261127 });
+  t.pass('2,000 bundles compiled without a throw');
 });

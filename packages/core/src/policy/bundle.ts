@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { canonicalHash } from '../canonical.js';
 import { AccountId, ActionName, ActionPattern, AgentUri, Currency, PartyId, UsageId, intIn } from '../schema.js';
+import { stringifyJson } from '../json.js';
 import { parseWith } from '../parse.js';
 
 export const OPERATORS = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'not_in', 'prefix', 'contains', 'count_gte', 'count_lte'] as const;
@@ -34,6 +35,19 @@ const RuleId = z.string().regex(/^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/, 'must be a ru
  */
 const DutyId = z.string().regex(/^[A-Za-z][A-Za-z0-9.:-]{0,63}$/, 'must be an obligation id (a letter, then letters, digits or . : -; no _)');
 
+/**
+ * A value as JSON, for a message: the commit point builds these messages, so this never
+ * throws, whatever was parsed (JSON.stringify throws on an integer beyond 2^53, which
+ * the parser reads as a bigint, and that failure halted every replica at the entry).
+ */
+function shown(value: unknown): string {
+  try {
+    return stringifyJson(value);
+  } catch {
+    return typeof value;
+  }
+}
+
 /** What is wrong with a right side of no allowed shape, said of that side as a whole. */
 function rightShape(input: unknown): string {
   if (!Array.isArray(input)) return 'must be a string (at most 256 characters), an integer, a boolean, or a list of them';
@@ -44,7 +58,7 @@ function rightShape(input: unknown): string {
 
 const Condition = z.strictObject({
   left: z.string().max(80, 'must be at most 80 characters'),
-  op: z.enum(OPERATORS, { error: (iss) => `${JSON.stringify(iss.input)} is not an operator (one of ${OPERATORS.join(', ')})` }),
+  op: z.enum(OPERATORS, { error: (iss) => `${shown(iss.input)} is not an operator (one of ${OPERATORS.join(', ')})` }),
   right: z.union([Scalar, z.array(Scalar).min(1, 'must list at least one value').max(256, 'must list at most 256 values')], { error: (iss) => rightShape(iss.input) }).optional(),
   currency: Currency.optional(),
 });
