@@ -194,6 +194,13 @@ t.test('400 invalid_policy: a bad bundle is refused at drafting with each issue'
     t.ok(big.body.issues.some((i: { path: string; message: string }) => i.path === path && / is not an operator /.test(i.message)), JSON.stringify(big.body.issues));
     t.equal((await n.api('GET', '/readyz')).status, 200, 'and the node goes on');
   }
+  // Text the chain hashes in its RFC 8785 form is Unicode: a lone surrogate has no such form.
+  const unicode = 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not';
+  isError(t, await n.adm('author', 'POST', '/admin/v1/policies', {
+    id: 'pol_lone', bundle: { rules: [{ id: 'R-x', modality: 'permission', priority: 1, match: { action: '*' }, basis: 'all \ud800' }] },
+  }), 400, { error: 'invalid_policy', message: `Policy pol_lone is not valid: rules.0.basis ${unicode}`, issues: [{ path: 'rules.0.basis', message: unicode }] });
+  const loneKey = await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_lone', bundle: { rules: [], '\udc00': 1 } });
+  t.same(loneKey.body.issues, [{ path: '\udc00', message: `its name ${unicode}` }], 'a name is text too');
   isError(t, await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_none' }), 400, {
     error: 'malformed_request', message: 'The policy is not valid.', issues: [{ path: 'bundle', message: 'is required' }],
   });
@@ -250,6 +257,8 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   }
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/bad%20id/review', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', { comment: 7 }, 400, invalid('review request', [{ path: 'comment', message: 'must be a string' }]));
+  await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', { comment: 'ok \ud800' }, 400,
+    invalid('review request', [{ path: 'comment', message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not' }]));
   // A body may be left out; a body of null is not an object, as [] and 7 are not.
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', null, 400, invalid('review request', [{ path: '', message: 'must be an object' }]));
   await refused(t, 'author', 'POST', '/admin/v1/policies/pol_1/dry-run', null, 400, invalid('dry-run request', [{ path: '', message: 'must be an object' }]));

@@ -28,7 +28,7 @@ import type { StorePosition } from './ledger-store.js';
 import type { MemberRole } from './replica.js';
 import { feedOnlyRefusal, logPrincipal, type PlaneRole } from './roles.js';
 import {
-  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, MemberParam, MemberRequest, pageQuery, PartyRequest, PolicyRequest,
+  AccountRequest, BindingRequest, DryRunRequest, LifecycleRequest, loneSurrogates, MemberParam, MemberRequest, pageQuery, PartyRequest, PolicyRequest,
   ReadQuery, TransferRequest, TrustRootRequest, UsageRequest,
 } from './wire.js';
 
@@ -203,6 +203,8 @@ export function adminApp(o: AdminOptions): Express {
     // The commit point checks the bundle as compileBundle does; a new draft is also held
     // here, before it is proposed, to right sides that can never match (unmatchableValues),
     // listed after whatever else is wrong with it.
+    const notText = loneSurrogates(draft.bundle);
+    if (notText.length > 0) throw new ApiError('invalid_policy', `Policy ${draft.id} is not valid: ${notText[0]!.path} ${notText[0]!.message}`, { issues: notText });
     const unmatchable = unmatchableValues(draft.bundle);
     if (unmatchable.length > 0) {
       const compiled = compileBundle(draft.bundle);

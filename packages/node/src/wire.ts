@@ -18,6 +18,7 @@ import { MEMBER_ID, MEMBER_ID_PHRASE, MemberAddresses } from './membership.js';
  * justifications had one hash.
  */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const UNICODE_PHRASE = 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not';
 
 /** The intent envelope of POST /api/v1/intents. `agent` is checked apart (422 invalid_agent_uri). */
 export function intentEnvelope(entriesMax: number) {
@@ -174,7 +175,23 @@ export const BindingView = z.strictObject({ agent: z.string(), party: z.string()
 export const AccountRequest = z.strictObject({ id: AccountId, party: PartyId.nullable().optional() });
 export const UsageRequest = z.strictObject({ id: UsageId, currency: Currency, owner: PartyId.nullable().optional() });
 export const PolicyRequest = z.strictObject({ id: PolicyId, bundle: z.unknown().meta({ description: 'A rule bundle (see docs/policy-language.md).' }) });
-export const LifecycleRequest = z.strictObject({ comment: Comment.optional() });
+export const LifecycleRequest = z.strictObject({ comment: Comment.refine((s) => !LONE_SURROGATE.test(s), UNICODE_PHRASE).optional() });
+
+/**
+ * Where a policy bundle holds a string (a value or a key) with a lone surrogate: its
+ * hash is of its RFC 8785 form, which only Unicode text has. Checked before a draft is
+ * proposed, not at the commit point, so that a log recorded before replays the same.
+ */
+export function loneSurrogates(value: unknown, path: string[] = []): { path: string; message: string }[] {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? [{ path: path.join('.'), message: UNICODE_PHRASE }] : [];
+  if (typeof value !== 'object' || value === null) return [];
+  const found: { path: string; message: string }[] = [];
+  for (const [k, v] of Object.entries(value)) {
+    if (LONE_SURROGATE.test(k)) found.push({ path: [...path, k].join('.'), message: `its name ${UNICODE_PHRASE}` });
+    found.push(...loneSurrogates(v, [...path, k]));
+  }
+  return found;
+}
 const LIMIT_PHRASE = 'must be an integer from 1 to 1000';
 const BEFORE_PHRASE = 'must be a log index (the next_before of a previous report)';
 export const DryRunRequest = z.strictObject({
