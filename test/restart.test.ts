@@ -4,14 +4,16 @@
 // reads are those it had; a data directory whose Raft log is the LevelDB store of
 // earlier releases keeps it; the write-ahead log may be a link to another directory
 // (another device), and a start without it beside a store that applied entries is
-// refused; and obligations other than the owed ones come in pages.
-import { existsSync, lstatSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+// refused, as is one on a log cut short behind the store; and obligations other than
+// the owed ones come in pages.
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import t from 'tap';
 import { createLogger } from '@apl/node';
-import { LevelLogStore } from '@apl/raft';
+import { Level } from 'level';
+import { confState, LevelLogStore } from '@apl/raft';
 import { AGENT_A, EVIDENCE, bootstrap, envelope, startTestNode } from './support/node.js';
 
 t.test('a restarted node applies nothing its store already holds', async (t) => {
@@ -141,6 +143,54 @@ t.test('a Raft log gone from beside a store that applied entries stops the start
   const again = await startTestNode(COMPACT_OFTEN, dir);
   try {
     t.equal((await again.adm('operator', 'GET', '/admin/v1/log/digest')).body.state_hash, digest.state_hash, 'the log put back, it starts as it was');
+  } finally {
+    await again.close();
+  }
+});
+
+t.test('a Raft log cut short behind a store that applied its entries stops the start, saying so', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-restart-cutwal-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const first = await startTestNode({}, dir);
+  await bootstrap(first);
+  const att = await first.issuer.sign(AGENT_A);
+  for (let k = 0; k < 10; k++) t.equal((await first.api('POST', '/api/v1/intents', { body: envelope(att, { minor: 10 + k }) })).status, 200);
+  const digest = (await first.adm('operator', 'GET', '/admin/v1/log/digest')).body as { applied_index: number; state_hash: string };
+  const applied = digest.applied_index;
+  await first.close();
+  // The segment's records end where its zeros begin; 4 KiB of them are cut off, as a
+  // damaged disk or a careless copy would: the log reads the rest as a torn write.
+  const dataEnd = (file: string) => {
+    const bytes = readFileSync(file);
+    let end = bytes.length;
+    while (end > 0 && bytes[end - 1] === 0) end--;
+    return end;
+  };
+  const written = readdirSync(join(dir, 'wal')).filter((n) => n.endsWith('.wal')).sort().map((n) => join(dir, 'wal', n)).filter((f) => dataEnd(f) > 0);
+  const segment = written.at(-1)!;
+  const end = dataEnd(segment);
+  t.ok(end > 8192, `the last segment written holds records (${end} bytes)`);
+  truncateSync(segment, end - 4096);
+  const refusal = new RegExp(`^the state store has applied entries up to index ${applied}, but the Raft log in .* ends at \\d+: entries that were durable and acknowledged are gone from the log`);
+  await t.rejects(startTestNode({}, dir), { name: 'ConfigError', message: refusal }, 'a member would otherwise start on a configuration it made up');
+
+  // A store received from a primary and installed just before a stop is ahead of the log
+  // in the same way, and records the configuration it came with at the index it is at:
+  // that one is taken, the snapshot the stop cut off is written, and the node starts.
+  const identity = JSON.parse(readFileSync(join(dir, 'wal', 'identity.json'), 'utf8')) as { nodeId: string };
+  const store = join(dir, 'ledger', readFileSync(join(dir, 'ledger', 'CURRENT'), 'utf8').trim());
+  const record = async (receivedAt: number) => {
+    const db = new Level<string, string>(store);
+    await db.put('raft/conf', JSON.stringify({ ...confState([identity.nodeId]), received_at: receivedAt }));
+    await db.close();
+  };
+  await record(applied - 1);
+  await t.rejects(startTestNode({}, dir), { name: 'ConfigError', message: refusal }, 'not when the store applied entries after it was received');
+  await record(applied);
+  const again = await startTestNode({}, dir);
+  try {
+    t.equal((await again.adm('operator', 'GET', '/admin/v1/log/digest')).body.state_hash, digest.state_hash, 'a store received at its index is taken as it is');
+    t.equal((await again.api('POST', '/api/v1/intents', { body: envelope(await first.issuer.sign(AGENT_A), { minor: 99 }) })).status, 200, 'and intents go on');
   } finally {
     await again.close();
   }

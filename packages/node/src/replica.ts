@@ -269,7 +269,14 @@ export class Replica {
     }
     if (check.bootstrap) await log.bootstrap(configured);
     const bootstrapMembers = (stored ?? configured).members;
-    const boot = await reconcile(log, loaded, store, bootstrapMembers);
+    let boot: Boot;
+    try {
+      boot = await reconcile(log, loaded, store, opts.dataDir);
+    } catch (err) {
+      await log.close();
+      await store.close();
+      throw err;
+    }
     const applied = store.position.applied;
     const compacted = boot.snapshot?.meta.index ?? 0;
     if (applied < compacted) {
@@ -531,7 +538,10 @@ export class Replica {
     if (!meta) throw new Error('a snapshot message without metadata');
     if (position.applied < meta.index) throw new Error(`the streamed store is at ${position.applied}, below the snapshot's index ${meta.index}`);
     if (position.applied <= this.store.position.applied) throw new Error(`this member already applied ${this.store.position.applied}, beyond the streamed store's ${position.applied}`);
-    const name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks, { [CONF_RECORD]: JSON.stringify(meta.conf) });
+    // The configuration is recorded with the index the received store is at: a store
+    // found ahead of the log at a start is one installed just before a stop only if it is
+    // still at that index (reconcile).
+    const name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks, { [CONF_RECORD]: JSON.stringify({ ...meta.conf, received_at: position.applied }) });
     this.received = { name, index: meta.index };
     this.step(m);
   }
@@ -1123,25 +1133,40 @@ async function openLog(dataDir: string, segmentBytes: number): Promise<LogStore>
 /**
  * A store that is ahead of the Raft log's last entry (it installed a streamed store,
  * then the process stopped before Raft wrote the snapshot) gets the snapshot written
- * now: the store's applied index and its entry's term, committed on the primary.
+ * now: the store's applied index and its entry's term, committed on the primary, with
+ * the configuration the streamed store came with.
+ *
+ * A store ahead of the log in any other way applied entries the log no longer holds: a
+ * segment cut short or damaged where the log reads a torn write. Those entries were
+ * durable and acknowledged, and the configuration they changed is gone with them, so
+ * the member does not start (a member started on a configuration it made up could
+ * count a removed member in its quorum).
  */
-async function reconcile(log: LogStore, boot: Boot, store: LedgerStore, bootstrapMembers: NodeId[]): Promise<Boot> {
+async function reconcile(log: LogStore, boot: Boot, store: LedgerStore, dataDir: string): Promise<Boot> {
   const position = store.position;
   const last = (boot.snapshot?.meta.index ?? 0) + boot.entries.length;
   if (position.applied <= last) return boot;
-  // The received store holds the configuration of the snapshot it came with.
   const recorded = await store.record(CONF_RECORD);
-  const conf = recorded !== null ? recordedConf(recorded) : (boot.snapshot?.meta.conf ?? confState(bootstrapMembers));
-  const meta = { index: position.applied, term: position.term, conf };
+  const received = recorded === null ? null : recordedConf(recorded);
+  // A received store recorded before its index was recorded with it is taken as it was.
+  if (received === null || (received.at !== null && received.at !== position.applied)) {
+    throw new ConfigError(`the state store has applied entries up to index ${position.applied}, but the Raft log in ${dataDir} ends at ${last}: `
+      + 'entries that were durable and acknowledged are gone from the log (a segment cut short or damaged), and with them the membership they may have changed, so the member does not start. '
+      + 'Put the log back, or restore the whole data directory from a backup; a cluster member is replaced (docs/operations.md, "Replacing a dead replica")');
+  }
+  const meta = { index: position.applied, term: position.term, conf: received.conf };
   const data = Buffer.from(JSON.stringify({ applied: position.applied, term: position.term, head: position.head, state_hash: position.stateHash }));
   await log.save({ snapshot: { meta, data }, entries: [], hardState: { ...boot.hardState, term: Math.max(boot.hardState.term, position.term), commit: position.applied }, mustSync: true });
   return log.load();
 }
 
-/** The configuration a received store recorded; one recorded before removed ids were remembered has none. */
-function recordedConf(text: string): ConfState {
-  const c = JSON.parse(text) as Omit<ConfState, 'removed'> & { removed?: NodeId[] };
-  return confState(c.voters, c.learners, c.context, c.removed);
+/**
+ * The configuration a received store recorded, and the index the store was received at
+ * (null for one recorded before it was; one recorded before removed ids were remembered has none).
+ */
+function recordedConf(text: string): { conf: ConfState; at: number | null } {
+  const c = JSON.parse(text) as Omit<ConfState, 'removed'> & { removed?: NodeId[]; received_at?: number };
+  return { conf: confState(c.voters, c.learners, c.context, c.removed), at: c.received_at ?? null };
 }
 
 function outcomeLabel(a: Applied): string {
