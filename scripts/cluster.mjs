@@ -15,7 +15,7 @@
 // reported them (the newest MEMBERS file its members wrote at each change they applied,
 // else members.json, written at each start and before a stop): spares added
 // since come back, and a member removed from the cluster is never started again (by
-// name either: its data directory holds REMOVED).
+// name either: its data directory holds REMOVED, or the membership in force lists it).
 //
 // Options: --dir <path> (default .data/cluster) holds the certificates, the tokens,
 // each node's data, logs and the pid file; --port-offset <n> moves every port by n
@@ -94,12 +94,18 @@ async function start() {
   ports = portLayout();
   await prepare();
   const everStarted = existsSync(startedFile) ? JSON.parse(readFileSync(startedFile, 'utf8')) : [];
-  // A member removed from the cluster refuses to serve for ever; it is not started again.
-  const removedNamed = named.filter(removed);
-  if (removedNamed.length > 0) fail(`${removedNamed.join(', ')} ${removedNamed.length === 1 ? 'was' : 'were'} removed from the cluster (REMOVED in ${removedNamed.map((id) => join(dir, id)).join(', ')}) and ${removedNamed.length === 1 ? 'is' : 'are'} not started again; a replacement joins under a new id (docs/operations.md)`);
   // Without names: the members in force, as a running member says (the log holds them,
   // not a config file), else as the cluster last said (membersFile); the first time n1..n3.
-  const ids = named.length > 0 ? named : inForce(await currentMembers(alive) ?? lastMembers()) ?? IDS;
+  const view = await currentMembers(alive) ?? lastMembers();
+  // A member removed from the cluster refuses to serve for ever; it is not started again,
+  // whether it wrote REMOVED itself or was removed while down (and perhaps restored
+  // from a backup since): the membership in force lists it.
+  const removedNamed = named.filter((id) => removed(id) || (view?.removed ?? []).includes(id));
+  if (removedNamed.length > 0) {
+    const where = removedNamed.map((id) => (removed(id) ? `REMOVED in ${join(dir, id)}` : `the cluster's membership lists ${id} as removed`)).join('; ');
+    fail(`${removedNamed.join(', ')} ${removedNamed.length === 1 ? 'was' : 'were'} removed from the cluster (${where}) and ${removedNamed.length === 1 ? 'is' : 'are'} not started again; a replacement joins under a new id (docs/operations.md)`);
+  }
+  const ids = named.length > 0 ? named : inForce(view) ?? IDS;
   const configs = ids.map(deployConfig);
   const pids = { ...alive };
   const started = [];

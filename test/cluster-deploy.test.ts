@@ -224,6 +224,10 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   t.equal(afterCrash.status, 0, afterCrash.stderr);
   t.match(afterCrash.stdout, new RegExp(`a cluster of 2 members runs from .* \\(started ${survivors.join(', ')}\\); the primary is n[124]\\.`), 'the membership its members applied, not the last stop\'s');
   t.notMatch(afterCrash.stdout, new RegExp(`\\n  ${victim}  agent `));
+  // Removed while it was down, it wrote no REMOVED: the membership in force says it was removed.
+  const removedWhileDown = run('start', victim);
+  t.equal(removedWhileDown.status, 1);
+  t.match(removedWhileDown.stderr, new RegExp(`${victim} was removed from the cluster \\(the cluster's membership lists ${victim} as removed\\) and is not started again`));
   const removed = run('start', 'n3');
   t.equal(removed.status, 1);
   t.match(removed.stderr, /n3 was removed from the cluster \(REMOVED in .*n3\) and is not started again/);
