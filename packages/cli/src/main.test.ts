@@ -1,6 +1,8 @@
 // Proves that apl refuses an old Node.js with a message saying what to run instead,
 // whether started as bin/apl.mjs or as dist/main.js: on a runtime that cannot read
 // 128-bit JSON integers exactly, a command would otherwise fail with a stack trace.
+// Either refuses before it loads any other module (the old runtime's coverage of what it
+// loaded would be merged with this one's).
 import t from 'tap';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';

@@ -1,16 +1,19 @@
 /**
  * The `apl` process (bin/apl.mjs loads it once the runtime is checked): runs the
  * command line and exits with its code. Started directly (node dist/main.js), it
- * checks the runtime itself: on an old Node.js every command that reads an answer
- * would otherwise fail with a stack trace.
+ * checks the runtime itself, before loading anything: on an old Node.js every command
+ * that reads an answer would otherwise fail with a stack trace.
  */
-import { hasJsonSourceText } from '@apl/client';
-import { run } from './program.js';
-
-if (!hasJsonSourceText()) {
+let sourceText = false;
+JSON.parse('1', (_k, v: unknown, context?: { source?: string }) => {
+  sourceText = context?.source === '1';
+  return v;
+});
+if (!sourceText || typeof (JSON as { rawJSON?: unknown }).rawJSON !== 'function') {
   process.stderr.write(`apl: this is Node.js ${process.version}, which cannot read 128-bit JSON integers exactly; apl needs Node.js 22 or later.\n` +
     '  From the repository, run it through npm (npx apl ..., or npm run apl -- ...), which uses the pinned Node.js 24.\n');
   process.exitCode = 2;
 } else {
+  const { run } = await import('./program.js');
   process.exitCode = await run(process.argv.slice(2));
 }

@@ -30,5 +30,5 @@ export { ApiError, NoAttestationError, TransportError, UnreadableAttestationErro
 export * from './generated/contract.js';
 export type * as AgentPlane from './generated/agent-plane.js';
 export type * as AdminPlane from './generated/admin-plane.js';
-export { hasJsonSourceText, parseJson, stringifyJson } from './json.js';
+export { parseJson, stringifyJson } from './json.js';
 export { Transport, type Answer, type TransportOptions } from './transport.js';
