@@ -136,3 +136,25 @@ t.test('a connection is counted under its client address, an IPv4 one seen throu
   t.equal(sourceAddress('::ffff:a00:7'), '::ffff:a00:7', 'a mapped address written in hex is left as it is');
   t.equal(sourceAddress(undefined), '', 'a socket already closed has no address');
 });
+
+t.test('a client that asks for HTTP/1.0 by ALPN is served in HTTP/1.0', async (t) => {
+  const server = limitedServer(tls, http);
+  server.on('request', (_req, res) => res.end('ok'));
+  await listen(server, 0, '127.0.0.1', () => undefined);
+  t.teardown(() => closeListener(server, 100));
+  const port = (server.address() as AddressInfo).port;
+  for (const offered of [['http/1.0'], ['h2', 'http/1.1']]) {
+    const { protocol, answer } = await new Promise<{ protocol: string | false | null; answer: string }>((resolve, reject) => {
+      const s = connect({ host: '127.0.0.1', port, ca, servername: 'localhost', ALPNProtocols: offered }, () => {
+        const protocol = s.alpnProtocol ?? null;
+        s.end(protocol === 'http/1.0' ? 'GET / HTTP/1.0\r\n\r\n' : 'GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+        let answer = '';
+        s.on('data', (c: Buffer) => (answer += c.toString()));
+        s.on('close', () => resolve({ protocol, answer }));
+      });
+      s.on('error', reject);
+    });
+    t.equal(protocol, offered.includes('http/1.0') ? 'http/1.0' : 'http/1.1', `offered ${offered.join(', ')}`);
+    t.match(answer, /^HTTP\/1\.[01] 200 /, 'and answered');
+  }
+});

@@ -32,6 +32,9 @@ const draining = new WeakMap<Server, { closing: boolean; open: Set<ServerRespons
 export function limitedServer(tls: ServerOptions, h: Config['http']): Server {
   const server = createServer({
     ...tls,
+    // Node.js offers http/1.1 alone, and ends the handshake of a client that asks for
+    // http/1.0 by ALPN (curl -0) with an alert: the planes speak both (decisions.md).
+    ALPNProtocols: ['http/1.1', 'http/1.0'],
     handshakeTimeout: h.headers_timeout_ms,
     headersTimeout: h.headers_timeout_ms,
     requestTimeout: h.request_timeout_ms,
