@@ -148,10 +148,32 @@ class MutualTls13 extends grpc.ServerCredentials {
  * SAN and a member id. Null for any other certificate.
  */
 export function certificateIdentity(cert: PeerCertificate | undefined, members: ReadonlySet<NodeId>): NodeId | null {
+  const name = certificateName(cert);
+  return name !== null && members.has(name) ? name : null;
+}
+
+/** The member id a certificate names (its CN, also among its DNS names), in force or not; or null. */
+export function certificateName(cert: PeerCertificate | undefined): NodeId | null {
   const cn = cert?.subject?.CN;
-  if (typeof cn !== 'string' || !members.has(cn)) return null;
+  if (typeof cn !== 'string') return null;
   const dns = (cert!.subjectaltname ?? '').split(',').map((s) => s.trim()).filter((s) => s.startsWith('DNS:')).map((s) => s.slice(4));
   return dns.includes(cn) ? cn : null;
+}
+
+/**
+ * What a refused caller is told (its log shows it): which member its certificate names
+ * when it names one, so that a member removed, or not added yet, reads that it is the
+ * one not in the cluster.
+ */
+export function refusalDetails(name: NodeId | null, self: NodeId): string {
+  if (name === null) return 'the certificate names no member of this cluster';
+  if (name === self) return `the certificate names ${name}, the member called`;
+  return `the certificate names ${name}, which is not a member of this cluster (not added yet, or removed: a removed member never is one again)`;
+}
+
+/** A PERMISSION_DENIED status saying why. */
+function denied(details: string): grpc.StatusObject {
+  return { code: grpc.status.PERMISSION_DENIED, details, metadata: new grpc.Metadata() };
 }
 
 export class PeerMesh {
@@ -251,22 +273,23 @@ export class PeerMesh {
 
   // ---- incoming ----
 
-  /** The member the call's certificate names, or null after answering the call PERMISSION_DENIED. */
-  private caller(call: Pick<grpc.ServerUnaryCall<unknown, unknown>, 'getAuthContext' | 'getPeer'>): NodeId | null {
-    const id = certificateIdentity(call.getAuthContext().sslPeerCertificate, this.memberIds);
-    if (id === null || id === this.o.self) {
-      this.refuse('unknown_member', { peer: call.getPeer() }, 'a peer call under a certificate that names no other member was refused');
-      return null;
+  /** The member the call's certificate names, or what to answer it (PERMISSION_DENIED) when that is no other member in force. */
+  private caller(call: Pick<grpc.ServerUnaryCall<unknown, unknown>, 'getAuthContext' | 'getPeer'>): { id: NodeId } | { refused: grpc.StatusObject } {
+    const name = certificateName(call.getAuthContext().sslPeerCertificate);
+    if (name === null || name === this.o.self || !this.memberIds.has(name)) {
+      this.refuse('unknown_member', { peer: call.getPeer(), ...(name === null ? {} : { member: name }) }, 'a peer call under a certificate that names no other member in force was refused');
+      return { refused: denied(refusalDetails(name, this.o.self)) };
     }
-    return id;
+    return { id: name };
   }
 
   private onRaftStream(call: grpc.ServerReadableStream<RaftBatch, object>, done: grpc.sendUnaryData<object>): void {
-    const from = this.caller(call);
-    if (from === null) {
-      done({ code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+    const c = this.caller(call);
+    if ('refused' in c) {
+      done(c.refused);
       return;
     }
+    const from = c.id;
     call.on('data', (batch: RaftBatch) => {
       for (const bytes of batch.messages) {
         const m = this.decodeFrom(from, bytes);
@@ -300,11 +323,12 @@ export class PeerMesh {
   }
 
   private async onSnapshot(call: grpc.ServerReadableStream<WireChunk, SnapshotAck>, done: grpc.sendUnaryData<SnapshotAck>): Promise<void> {
-    const from = this.caller(call);
-    if (from === null) {
-      done({ code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+    const c = this.caller(call);
+    if ('refused' in c) {
+      done(c.refused);
       return;
     }
+    const from = c.id;
     const chunks = call[Symbol.asyncIterator]() as AsyncIterator<WireChunk>;
     try {
       const first = await chunks.next();
@@ -332,8 +356,9 @@ export class PeerMesh {
   }
 
   private async onPropose(call: grpc.ServerUnaryCall<ProposeRequest, ProposeReply>, done: grpc.sendUnaryData<ProposeReply>): Promise<void> {
-    if (this.caller(call) === null) {
-      done({ code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+    const c = this.caller(call);
+    if ('refused' in c) {
+      done(c.refused);
       return;
     }
     try {
@@ -352,11 +377,12 @@ export class PeerMesh {
    * stream is ended PERMISSION_DENIED). Each reply carries its request's id.
    */
   private onForward(call: grpc.ServerDuplexStream<ForwardRequest, ForwardReply>): void {
-    const from = this.caller(call);
-    if (from === null) {
-      call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+    const c = this.caller(call);
+    if ('refused' in c) {
+      call.emit('error', c.refused);
       return;
     }
+    const from = c.id;
     let open = true;
     const reply = (r: ForwardReply) => {
       if (open) call.write(r);
@@ -366,7 +392,7 @@ export class PeerMesh {
       if (!this.memberIds.has(from)) {
         open = false;
         this.refuse('unknown_member', { peer: call.getPeer(), member: from }, 'a forwarded operation from a member no longer in the cluster was refused');
-        call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: 'the certificate names no member of this cluster' });
+        call.emit('error', denied(refusalDetails(from, this.o.self)));
         return;
       }
       this.handlers!.propose(r.operation).then(
