@@ -8,7 +8,7 @@
 // the owed ones come in pages.
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Writable } from 'node:stream';
 import t from 'tap';
 import { createLogger } from '@apl/node';
@@ -172,7 +172,12 @@ t.test('a Raft log cut short behind a store that applied its entries stops the s
   t.ok(end > 8192, `the last segment written holds records (${end} bytes)`);
   truncateSync(segment, end - 4096);
   const refusal = new RegExp(`^the state store has applied entries up to index ${applied}, but the Raft log in .* ends at \\d+: entries that were durable and acknowledged are gone from the log`);
-  await t.rejects(startTestNode({}, dir), { name: 'ConfigError', message: refusal }, 'a member would otherwise start on a configuration it made up');
+  const lines: string[] = [];
+  const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done(); } });
+  await t.rejects(startTestNode({}, dir, createLogger('info', 'n1', sink)), { name: 'ConfigError', message: refusal }, 'a member would otherwise start on a configuration it made up');
+  const dropped = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((r) => r.event === 'wal_tail_dropped');
+  t.match(dropped, { level: 'warn', segment: basename(segment), bytes: Number }, 'the record cut in two is logged as dropped');
+  t.ok((dropped?.offset as number) < end - 4096, 'where the last whole record ends');
 
   // A store received from a primary and installed just before a stop is ahead of the log
   // in the same way, and records the configuration it came with at the index it is at:

@@ -246,6 +246,11 @@ export class Replica {
     const log = await openLog(opts.dataDir, opts.raft.wal_segment_bytes);
     const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, blockBytes: opts.blockBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
     const loaded = await log.load();
+    if (log instanceof WalLogStore && log.droppedTail !== null) {
+      const d = log.droppedTail;
+      opts.log.warn({ event: 'wal_tail_dropped', segment: d.segment, offset: d.offset, bytes: d.bytes },
+        `the Raft log ended in a record that was not whole (${d.bytes} bytes at ${d.offset} of ${d.segment}: a write cut by a crash, or a segment cut short); it was dropped`);
+    }
     // A joining member records no bootstrap members: it learns the configuration from the log.
     const configured = { clusterId: opts.clusterId, nodeId: opts.id, members: opts.clusterState === 'join' ? [] : opts.peers };
     const stored = await log.identity();

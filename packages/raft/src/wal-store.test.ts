@@ -111,10 +111,12 @@ t.test('a torn record at the end of the last segment is dropped and zeroed; writ
   s = await WalLogStore.open(dir, SMALL);
   t.same(indexes(await s.load()), Array.from({ length: 10 }, (_, k) => k + 1), 'the whole records load');
   t.equal((await readFile(path)).subarray(end, end + 20).some((x) => x !== 0), false, 'the torn record is zeroed');
+  t.same(s.droppedTail, { segment: written.at(-1), offset: end, bytes: 20 }, 'and what was dropped is told');
   await s.save(batch({ hardState: hs(1, 'a', 11), entries: ents([1], 11) }));
   await s.close();
   s = await WalLogStore.open(dir, SMALL);
   t.same(indexes(await s.load()), Array.from({ length: 11 }, (_, k) => k + 1), 'a write after it loads');
+  t.equal(s.droppedTail, null, 'a log that ends on a whole record drops nothing');
   await s.close();
 });
 

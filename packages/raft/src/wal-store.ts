@@ -70,7 +70,7 @@
 import { constants } from 'node:fs';
 import { crc32 } from 'node:zlib';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { assert } from './assert.js';
 import { EMPTY_HARD_STATE } from './entry.js';
 import type { Identity } from './identity.js';
@@ -156,6 +156,13 @@ export class WalLogStore implements LogStore {
   private last = 0;
   private boot: Boot | null = null;
   private failed: Error | null = null;
+
+  /**
+   * What open() dropped at the end of the log: the bytes of a record that was not whole
+   * (a write cut by a crash, or a segment cut short), zeroed; null when the log ended on
+   * a whole record. The node logs it.
+   */
+  droppedTail: { segment: string; offset: number; bytes: number } | null = null;
 
   private constructor(private readonly dir: string, private readonly segmentBytes: number) {}
 
@@ -536,7 +543,9 @@ export class WalLogStore implements LogStore {
       return;
     }
     await this.openSegment(seg.path, end.pos, UNKNOWN);
-    if (!(await zeroTail(this.fh!, this.pos, seg.size))) {
+    const zeroed = await zeroTail(this.fh!, this.pos, seg.size);
+    if (zeroed !== null && zeroed > 0) this.droppedTail = { segment: basename(seg.path), offset: end.pos, bytes: zeroed };
+    if (zeroed === null) {
       // Too much to zero: the segment ends here, and the next write starts a new one.
       await this.endSegment();
       await this.closeSegment();
@@ -786,9 +795,10 @@ async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Pr
 
 /**
  * Zeroes a segment from `from` up to its last non-zero byte (a torn write's remains),
- * if that is at most ZERO_CHUNK bytes; answers false, writing nothing, if it is more.
+ * if that is at most ZERO_CHUNK bytes, and answers how many bytes it zeroed; answers
+ * null, writing nothing, if it is more.
  */
-async function zeroTail(fh: FileHandle, from: number, size: number): Promise<boolean> {
+async function zeroTail(fh: FileHandle, from: number, size: number): Promise<number | null> {
   const chunk = new Uint8Array(ZERO_CHUNK);
   let lastNonZero = -1;
   for (let at = from; at < size; at += chunk.length) {
@@ -799,12 +809,12 @@ async function zeroTail(fh: FileHandle, from: number, size: number): Promise<boo
         break;
       }
     }
-    if (lastNonZero + 1 - from > ZERO_CHUNK) return false;
+    if (lastNonZero + 1 - from > ZERO_CHUNK) return null;
   }
-  if (lastNonZero < from) return true;
+  if (lastNonZero < from) return 0;
   await writeAll(fh, new Uint8Array(lastNonZero + 1 - from), from);
   await fh.datasync();
-  return true;
+  return lastNonZero + 1 - from;
 }
 
 /** Whether any of `segments` starts with a whole record, under its seed or as a plain CRC-32. */
