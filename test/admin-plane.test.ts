@@ -240,6 +240,8 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   await refused(t, 'operator', 'POST', '/admin/v1/parties', { id: 'p', extra: true }, 400, invalid('party', [{ path: '', message: 'unknown field "extra"' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/parties', undefined, 400, invalid('party', [{ path: '', message: 'is required' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: 'buyer-7', party: 'party_acme' }, 400, invalid('agent binding', [{ path: 'agent', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));
+  await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: 'agent://ACME.example/agent/buyer-7', party: 'party_globex' }, 400,
+    invalid('agent binding', [{ path: 'agent', message: 'must write its host in lower case (a host is the same in any case, so two spellings would name one agent)' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/usages', { id: 'usage_x', currency: 'usd' }, 400, invalid('usage balance', [{ path: 'currency', message: 'must be a currency code (e.g. USD)' }]));
   await refused(t, 'operator', 'DELETE', '/admin/v1/trust-roots/bad%20issuer', undefined, 400, invalid('path', [{ path: 'issuer', message: 'must be an issuer name (letters, digits, _ . : -)' }]));
   await refused(t, 'operator', 'DELETE', '/admin/v1/agents/not-a-uri', undefined, 400, invalid('path', [{ path: 'agent_uri', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));

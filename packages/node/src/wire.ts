@@ -169,7 +169,16 @@ export const TrustRootRequest = z.strictObject({ issuer: Issuer, public_key: z.s
 export const TrustRootView = z.strictObject({ issuer: z.string(), key_id: z.string(), public_key: z.string().optional() });
 export const PartyRequest = z.strictObject({ id: PartyId });
 export const PartyView = z.strictObject({ id: z.string() });
-export const BindingRequest = z.strictObject({ agent: AgentUri, party: PartyId });
+/**
+ * A binding names its agent's host in lower case: a host is the same host in any case
+ * (RFC 3986), so agent://ACME.example/agent/x and agent://acme.example/agent/x would be
+ * one agent bound twice, perhaps to two parties. Bindings recorded before stay as they are.
+ */
+const BoundAgentUri = AgentUri.refine((uri) => {
+  const host = uri.slice('agent://'.length, uri.indexOf('/', 'agent://'.length));
+  return host === host.toLowerCase();
+}, 'must write its host in lower case (a host is the same in any case, so two spellings would name one agent)');
+export const BindingRequest = z.strictObject({ agent: BoundAgentUri, party: PartyId });
 export const BindingView = z.strictObject({ agent: z.string(), party: z.string().nullable() });
 // A null party or owner is taken as none, as the reads of what these create print it.
 export const AccountRequest = z.strictObject({ id: AccountId, party: PartyId.nullable().optional() });
