@@ -194,6 +194,13 @@ t.test('400 invalid_policy: a bad bundle is refused at drafting with each issue'
     t.ok(big.body.issues.some((i: { path: string; message: string }) => i.path === path && / is not an operator /.test(i.message)), JSON.stringify(big.body.issues));
     t.equal((await n.api('GET', '/readyz')).status, 200, 'and the node goes on');
   }
+  // A left side that names what every object has (constructor) once answered 500 here.
+  const ctor = await n.adm('author', 'POST', '/admin/v1/policies', {
+    id: 'pol_ctor', bundle: { rules: [{ id: 'R-x', modality: 'permission', priority: 1, match: { action: '*' }, basis: 'b', when: [{ left: 'constructor', op: 'eq', right: 'x' }] }] },
+  });
+  t.equal(ctor.status, 400, 'a left side named constructor');
+  t.equal(ctor.body.error, 'invalid_policy');
+  t.ok(ctor.body.issues.some((i: { path: string }) => i.path === 'rules.0.when.0.left'), JSON.stringify(ctor.body.issues));
   // Text the chain hashes in its RFC 8785 form is Unicode: a lone surrogate has no such form.
   const unicode = 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not';
   isError(t, await n.adm('author', 'POST', '/admin/v1/policies', {

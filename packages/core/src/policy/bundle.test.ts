@@ -232,6 +232,14 @@ t.test('compiling any bundle a JSON parser could give answers ok or issues, and 
     obligations: fc.array(fc.record({ id: fc.constant('O-1'), action: fc.constant('receipt.attach'), deadline_ticks: fc.oneof(fc.constant(5), value), discharge_when: fc.array(condition, { maxLength: 2 }) }), { maxLength: 1 }),
   }, { requiredKeys: ['id'] });
   const bundle = fc.oneof(fc.record({ rules: fc.array(rule, { maxLength: 3 }) }), value);
+  // Left sides that name what every object has: the lookup of their value forms must not find it.
+  for (const left of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
+    for (const [op, right] of [['eq', 'x'], ['in', ['x']], ['contains', 'x']] as const) {
+      const b = { rules: [{ id: 'R-a', modality: 'permission', priority: 1, match: { action: '*' }, basis: 'b', when: [{ left, op, right }] }] };
+      t.same(unmatchableValues(b), [], `${left} ${op}: not a field with a value form`);
+      t.equal(compileBundle(b).ok, false, `${left} ${op}: an issue of the bundle`);
+    }
+  }
   fc.assert(fc.property(bundle, (b) => {
     const compiled = compileBundle(b);
     unmatchableValues(b);

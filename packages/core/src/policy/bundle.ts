@@ -229,7 +229,8 @@ export function unmatchableValues(input: unknown): BundleIssue[] {
   const parsed = BundleSchema.safeParse(input);
   if (!parsed.success) return issues;
   const check = (conditions: AuthoredCondition[] | undefined, base: string) => (conditions ?? []).forEach((c, j) => {
-    const form = VALUE_FORMS[c.left];
+    // An own key only: `constructor` or `toString` would find Object's.
+    const form = Object.hasOwn(VALUE_FORMS, c.left) ? VALUE_FORMS[c.left] : undefined;
     if (form === undefined || !EXACT_OPS.has(c.op)) return;
     const values = Array.isArray(c.right) ? c.right : [c.right];
     values.forEach((v, k) => {
