@@ -160,6 +160,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         // the new primary; an answer to one sent before may have been on its way).
         if (killedAt !== null && sentAt >= killedAt) {
           failoverMs.push(Date.now() - killedAt);
+          const ms = failoverMs.at(-1)!;
+          o.log(`failover: the first intent sent after the kill committed ${ms} ms after it`);
+          // A slow one is shown with what each member logged from the kill on (no requests).
+          if (ms > SLOW_FAILOVER_MS) {
+            for (const id of ids) for (const l of eventsSince(c.process(id)?.output() ?? '', killedAt - 200).slice(0, 40)) o.log(`  ${id}: ${l.slice(0, 300)}`);
+          }
           killedAt = null;
         }
         mix.observe(req, r.status, r.text);
@@ -357,4 +363,19 @@ async function checkBooks(c: Cluster, id: string, accounts: string[], usages: st
     const [consumed, metered, billed] = [BigInt(v.consumed), BigInt(v.metered), BigInt(v.billed)];
     if (!(0n <= billed && billed <= metered && metered <= consumed)) violations.push(`usage chain broken in ${usage}: ${billed} <= ${metered} <= ${consumed}`);
   }
+}
+
+/** A failover slower than this is shown with the members' logs. */
+const SLOW_FAILOVER_MS = 1000;
+
+/** A member's log lines from `since` (epoch ms) on, without its request lines. */
+function eventsSince(output: string, since: number): string[] {
+  return output.split('\n').filter((l) => {
+    try {
+      const r = JSON.parse(l) as { time?: string; event?: string };
+      return Date.parse(r.time ?? '') >= since && r.event !== 'request';
+    } catch {
+      return false; // not a log line
+    }
+  });
 }
