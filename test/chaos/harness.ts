@@ -368,9 +368,9 @@ async function checkBooks(c: Cluster, id: string, accounts: string[], usages: st
 /** A failover slower than this is shown with the members' logs. */
 const SLOW_FAILOVER_MS = 1000;
 
-/** A member's log lines from `since` (epoch ms) on, without its request lines. */
+/** A member's log lines from `since` (epoch ms) on, without its request lines (output() names each line's stream first). */
 function eventsSince(output: string, since: number): string[] {
-  return output.split('\n').filter((l) => {
+  return output.split('\n').map((l) => l.replace(/^std(out|err): /, '')).filter((l) => {
     try {
       const r = JSON.parse(l) as { time?: string; event?: string };
       return Date.parse(r.time ?? '') >= since && r.event !== 'request';
