@@ -1,8 +1,8 @@
 /**
- * The `apl` process (bin/apl.mjs loads it once the runtime is checked): runs the
- * command line and exits with its code. Started directly (node dist/main.js), it
- * checks the runtime itself, before loading anything: on an old Node.js every command
- * that reads an answer would otherwise fail with a stack trace.
+ * The `apl` process (bin/apl.mjs loads it, or node dist/main.js starts it): checks the
+ * runtime before it loads anything, then runs the command line and exits with its code.
+ * On an old Node.js every command that reads an answer would otherwise fail with a
+ * stack trace.
  */
 let sourceText = false;
 JSON.parse('1', (_k, v: unknown, context?: { source?: string }) => {
