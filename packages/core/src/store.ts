@@ -66,7 +66,8 @@ export const TABLES = {
 
 export type TableName = keyof typeof TABLES;
 
-const HASHED_PREFIXES: readonly string[] = Object.values(TABLES).filter((t) => t.hashed).map((t) => t.prefix);
+/** The prefixes of the tables whose records the state hash sums. */
+export const HASHED_PREFIXES: readonly string[] = Object.values(TABLES).filter((t) => t.hashed).map((t) => t.prefix);
 
 /** Whether a key's record is part of the state hash. */
 export function isHashed(key: string): boolean {

@@ -24,12 +24,12 @@
  *
  * Directory layout: `<dir>/CURRENT` names the store in use, `<dir>/store-<n>/`.
  */
-import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type LevelOptions, ThreadedLevel } from './level-thread.js';
+import { sha256Hex, type FramesWritten } from './store-frames.js';
 import {
-  addHash, decodeRecord, EMPTY_STATE_HASH, encodeRecord, GENESIS_HASH, hashHex, isHashed, META_KEYS, reads, recordHash, View,
+  addHash, decodeRecord, EMPTY_STATE_HASH, encodeRecord, GENESIS_HASH, HASHED_PREFIXES, hashFromHex, hashHex, META_KEYS, reads, recordHash, View,
   type Commit, type LedgerMeta, type Operation, type ReadSet, type Slot,
 } from '@apl/core';
 
@@ -74,6 +74,10 @@ const META_KEY = 'chain/meta';
 export const STORE_LAYOUT = 3;
 const JOURNAL_PREFIX = 'jrnl/';
 const CHUNK_BYTES = 1 << 20;
+/** The SHA-256 of no bytes: the digest of the one empty chunk an empty store streams. */
+const EMPTY_DIGEST = sha256Hex(new Uint8Array());
+/** Received chunks handed to the store's thread ahead of the one waited for. */
+const WRITES_AHEAD = 2;
 /** LevelDB's memtable size unless configured (`store.write_buffer_bytes`); LevelDB's own default is 4 MiB. */
 export const WRITE_BUFFER_BYTES_DEFAULT = 32 << 20;
 /**
@@ -402,22 +406,9 @@ export class LedgerStore {
     const db = this.db;
     async function* chunks(): AsyncGenerator<SnapshotChunk> {
       let seq = 0;
-      let parts: Buffer[] = [];
-      let size = 0;
-      const flush = (): SnapshotChunk => {
-        const data = Buffer.concat(parts);
-        parts = [];
-        size = 0;
-        return { seq: seq++, data, digest: createHash('sha256').update(data).digest('hex') };
-      };
       try {
-        for await (const [key, value] of db.iterator({ snapshot })) {
-          const frame = encodeFrame(key, value);
-          parts.push(frame);
-          size += frame.length;
-          if (size >= CHUNK_BYTES) yield flush();
-        }
-        if (size > 0 || seq === 0) yield flush();
+        for await (const c of db.frames({ snapshot, bytes: CHUNK_BYTES })) yield { seq: seq++, ...c };
+        if (seq === 0) yield { seq: seq++, data: new Uint8Array(), digest: EMPTY_DIGEST };
       } finally {
         await snapshot.close();
       }
@@ -443,18 +434,23 @@ export class LedgerStore {
       let sum = 0n;
       let seq = 0;
       let position: StorePosition | null = null;
+      // The store's thread checks and writes a chunk while the next one arrives; at most
+      // WRITES_AHEAD are handed to it before the oldest is waited for.
+      const writing: Promise<FramesWritten>[] = [];
+      const settle = async (): Promise<StorePosition | null> => {
+        const w = await writing.shift()!;
+        sum = addHash(sum, hashFromHex(w.sum));
+        return w.meta === null ? null : parsePosition(w.meta);
+      };
       for await (const chunk of chunks) {
         if (chunk.seq !== seq) throw new Error(`snapshot chunk ${chunk.seq} arrived where ${seq} was expected`);
-        if (createHash('sha256').update(chunk.data).digest('hex') !== chunk.digest) throw new Error(`snapshot chunk ${seq} does not match its digest`);
+        const w = db.putFrames(seq, chunk, HASHED_PREFIXES, META_KEY);
+        w.catch(() => undefined); // thrown by settle, in order
+        writing.push(w);
         seq++;
-        const batch: { type: 'put'; key: string; value: string }[] = [];
-        for (const [key, value] of decodeFrames(chunk.data)) {
-          if (key === META_KEY) position = parsePosition(value);
-          else if (isHashed(key)) sum = addHash(sum, recordHash(key, value));
-          batch.push({ type: 'put', key, value });
-        }
-        await db.batch(batch);
+        if (writing.length > WRITES_AHEAD) position = (await settle()) ?? position;
       }
+      while (writing.length > 0) position = (await settle()) ?? position;
       if (position === null) throw new Error('the snapshot carries no position');
       const recomputed = hashHex(sum);
       if (recomputed !== position.stateHash || recomputed !== expected.stateHash || position.applied !== expected.applied) {
@@ -564,29 +560,4 @@ function nextStoreName(dir: string, current: string): string {
   const numbers = readdirSync(dir).map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
   const next = Math.max(Number(current.slice('store-'.length)), ...numbers) + 1;
   return `store-${String(next).padStart(6, '0')}`;
-}
-
-/** A record in a chunk: key length and value length (u32, big-endian), then the UTF-8 bytes. */
-function encodeFrame(key: string, value: string): Buffer {
-  const k = Buffer.from(key, 'utf8');
-  const v = Buffer.from(value, 'utf8');
-  const out = Buffer.allocUnsafe(8 + k.length + v.length);
-  out.writeUInt32BE(k.length, 0);
-  out.writeUInt32BE(v.length, 4);
-  k.copy(out, 8);
-  v.copy(out, 8 + k.length);
-  return out;
-}
-
-function* decodeFrames(data: Uint8Array): Generator<[string, string]> {
-  const b = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  let at = 0;
-  while (at < b.length) {
-    if (at + 8 > b.length) throw new Error('a snapshot chunk ends inside a record header');
-    const kl = b.readUInt32BE(at);
-    const vl = b.readUInt32BE(at + 4);
-    if (at + 8 + kl + vl > b.length) throw new Error('a snapshot chunk ends inside a record');
-    yield [b.toString('utf8', at + 8, at + 8 + kl), b.toString('utf8', at + 8 + kl, at + 8 + kl + vl)];
-    at += 8 + kl + vl;
-  }
 }

@@ -6,13 +6,17 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { Level } from 'level';
 import type { LevelRequest, LevelResponse } from './level-thread.js';
+import { encodeFrames, readChunk, type FramedChunk, type FramesWritten } from './store-frames.js';
 
 type Snapshot = ReturnType<Level<string, string>['snapshot']>;
 type Iterator = ReturnType<Level<string, string>['iterator']>;
+type RawIterator = ReturnType<typeof openRaw>;
 
 const { path, options } = workerData as { path: string; options: Record<string, unknown> };
 const db = new Level<string, string>(path, options);
 const iterators = new Map<number, Iterator>();
+/** Iterators opened `raw` (keys and values as bytes), each with the entries it read beyond the last chunk. */
+const raw = new Map<number, { it: RawIterator; entries: [Buffer, Buffer][]; at: number }>();
 const snapshots = new Map<number, Snapshot>();
 const port = parentPort!;
 
@@ -42,6 +46,8 @@ async function handle(m: LevelRequest): Promise<unknown> {
     case 'close':
       for (const it of iterators.values()) await it.close();
       iterators.clear();
+      for (const r of raw.values()) await r.it.close();
+      raw.clear();
       for (const s of snapshots.values()) await s.close();
       snapshots.clear();
       return db.close();
@@ -60,16 +66,22 @@ async function handle(m: LevelRequest): Promise<unknown> {
     case 'keys':
       return db.keys(m.range).all();
     case 'iterator':
-      iterators.set(m.it, db.iterator({ ...m.range, ...at(m.snapshot) }));
+      if (m.raw) raw.set(m.it, { it: openRaw(m.snapshot), entries: [], at: 0 });
+      else iterators.set(m.it, db.iterator({ ...m.range, ...at(m.snapshot) }));
       return undefined;
+    case 'frames':
+      return frames(m.it, m.bytes);
+    case 'putFrames':
+      return putFrames(m);
     case 'next': {
       const it = iterators.get(m.it);
       if (!it) throw new Error(`no iterator ${m.it} is open`);
       return it.nextv(m.size);
     }
     case 'closeIterator': {
-      const it = iterators.get(m.it);
+      const it = iterators.get(m.it) ?? raw.get(m.it)?.it;
       iterators.delete(m.it);
+      raw.delete(m.it);
       return it?.close();
     }
     case 'snapshot':
@@ -81,4 +93,35 @@ async function handle(m: LevelRequest): Promise<unknown> {
       return s?.close();
     }
   }
+}
+
+/** An iterator over the whole store (at `snapshot`) that reads keys and values as bytes. */
+function openRaw(snapshot: number | undefined) {
+  return db.iterator<Buffer, Buffer>({ keyEncoding: 'buffer', valueEncoding: 'buffer', ...at(snapshot) });
+}
+
+/** The next chunk of a raw iterator's records, of at least `bytes` unless the store ends first; null after the last. */
+async function frames(it: number, bytes: number): Promise<FramedChunk | null> {
+  const r = raw.get(it);
+  if (!r) throw new Error(`no iterator ${it} is open`);
+  const records: [Buffer, Buffer][] = [];
+  let size = 0;
+  while (size < bytes) {
+    if (r.at === r.entries.length) {
+      r.entries = (await r.it.nextv(256)) as [Buffer, Buffer][];
+      r.at = 0;
+      if (r.entries.length === 0) break;
+    }
+    const e = r.entries[r.at++]!;
+    records.push(e);
+    size += 8 + e[0].length + e[1].length;
+  }
+  return records.length === 0 ? null : encodeFrames(records);
+}
+
+/** Writes a received chunk's records as they came, after checking its digest; answers what readChunk found. */
+async function putFrames(m: Extract<LevelRequest, { op: 'putFrames' }>): Promise<FramesWritten> {
+  const { records, sum, meta } = readChunk(m, m.hashed, m.metaKey);
+  await db.batch<Buffer, Buffer>(records.map(([key, value]) => ({ type: 'put', key, value })), { keyEncoding: 'buffer', valueEncoding: 'buffer' });
+  return { sum: sum.toString(16), meta };
 }

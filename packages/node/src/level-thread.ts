@@ -15,6 +15,7 @@
  * process alive only while a request is outstanding.
  */
 import { Worker } from 'node:worker_threads';
+import type { FramedChunk, FramesWritten } from './store-frames.js';
 
 export interface LevelRange {
   gt?: string;
@@ -34,8 +35,10 @@ export type LevelCall =
   | { op: 'getMany'; keys: string[] }
   | { op: 'batch'; keys: string[]; values: (string | null)[]; sync: boolean }
   | { op: 'keys'; range: LevelRange }
-  | { op: 'iterator'; it: number; range: LevelRange; snapshot?: number }
+  | { op: 'iterator'; it: number; range: LevelRange; snapshot?: number; raw?: boolean }
   | { op: 'next'; it: number; size: number }
+  | { op: 'frames'; it: number; bytes: number }
+  | { op: 'putFrames'; seq: number; data: Uint8Array; digest: string; hashed: readonly string[]; metaKey: string }
   | { op: 'closeIterator'; it: number }
   | { op: 'snapshot'; snapshot: number }
   | { op: 'closeSnapshot'; snapshot: number };
@@ -135,6 +138,42 @@ export class ThreadedLevel {
     for await (const [, value] of this.iterator(range)) yield value;
   }
 
+  /**
+   * The whole store at `snapshot` as framed chunks of at least `bytes` each (the last
+   * may be shorter), built on the store's thread (store-frames.ts); the next chunk is
+   * read while the caller sends this one. Leaving the loop early closes the iterator.
+   */
+  async *frames(opts: { snapshot: LevelSnapshot; bytes: number }): AsyncGenerator<FramedChunk> {
+    const it = ++this.handles;
+    const fetch = () => this.call<FramedChunk | null>({ op: 'frames', it, bytes: opts.bytes });
+    let next: Promise<FramedChunk | null> | null = null;
+    try {
+      await this.call<void>({ op: 'iterator', it, range: {}, snapshot: opts.snapshot.id, raw: true });
+      next = fetch();
+      for (;;) {
+        const chunk = await next;
+        if (chunk === null) return;
+        next = fetch();
+        yield chunk;
+      }
+    } finally {
+      await next?.catch(() => undefined);
+      await this.call({ op: 'closeIterator', it }).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Writes a received chunk's records as they came (unsynced), on the store's thread,
+   * after checking its digest; answers the sum of the terms of the records under the
+   * `hashed` prefixes and the `metaKey` record's text (store-frames.ts).
+   */
+  putFrames(seq: number, chunk: FramedChunk, hashed: readonly string[], metaKey: string): Promise<FramesWritten> {
+    // A copy of exactly its bytes, moved to the thread rather than copied again: a
+    // chunk decoded from the wire is a view of a larger buffer, which would go whole.
+    const data = new Uint8Array(chunk.data);
+    return this.call({ op: 'putFrames', seq, data, digest: chunk.digest, hashed, metaKey }, [data.buffer]);
+  }
+
   /** The store as it is now, for later reads, until closed. */
   snapshot(): LevelSnapshot {
     const id = ++this.handles;
@@ -142,13 +181,13 @@ export class ThreadedLevel {
     return new LevelSnapshot(id, made, () => this.call({ op: 'closeSnapshot', snapshot: id }));
   }
 
-  private call<T>(req: LevelCall): Promise<T> {
+  private call<T>(req: LevelCall, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.gone) return Promise.reject(this.gone);
     const id = ++this.ids;
     return new Promise<T>((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.worker.postMessage({ id, ...req });
+      this.worker.postMessage({ id, ...req }, transfer);
     });
   }
 
