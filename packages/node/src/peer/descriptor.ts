@@ -81,6 +81,14 @@ export const PEER_DESCRIPTOR = {
                     "digest": {
                       "type": "string",
                       "id": 5
+                    },
+                    "last": {
+                      "type": "bool",
+                      "id": 6
+                    },
+                    "marksLast": {
+                      "type": "bool",
+                      "id": 7
                     }
                   }
                 },

@@ -85,7 +85,7 @@ const types = {
 };
 
 interface RaftBatch { messages: Uint8Array[] }
-interface WireChunk { message?: Uint8Array; position?: { applied: unknown; term: unknown; stateHash: string } | null; seq: unknown; data: Uint8Array; digest: string }
+interface WireChunk { message?: Uint8Array; position?: { applied: unknown; term: unknown; stateHash: string } | null; seq: unknown; data: Uint8Array; digest: string; last?: boolean; marksLast?: boolean }
 interface SnapshotAck { installed: boolean; reason: string }
 interface ProposeRequest { operation: Uint8Array; confChange?: string }
 interface ProposeReply { index: unknown; term: unknown }
@@ -337,13 +337,22 @@ export class PeerMesh {
       if (!m || m.type !== 'snap' || !m.snapshot) throw new Error('the first chunk carries no snapshot message from this peer');
       const p = first.value.position;
       const position = { applied: u64(p.applied), term: u64(p.term), stateHash: p.stateHash };
+      // A stream cut by the sender's death ends as if it were whole (Node.js's HTTP/2
+      // ends a stream's reading side when its session closes): the mark tells them apart.
+      const marked = first.value.marksLast === true;
       async function* all(): AsyncGenerator<SnapshotChunk> {
         let chunk: WireChunk | undefined = first.value as WireChunk;
+        let received = 0;
+        let last = false;
         while (chunk) {
+          if (last) throw new Error(`snapshot chunk ${u64(chunk.seq)} arrived after the one marked last`);
+          last = chunk.last === true;
+          received++;
           yield { seq: u64(chunk.seq), data: chunk.data, digest: chunk.digest };
           const next = await chunks.next();
           chunk = next.done ? undefined : next.value;
         }
+        if (marked && !last) throw new Error(`the stream ended after ${received} chunks, before the one marked last: it was cut (the sender ${from} stopped, or the connection failed)`);
       }
       await this.handlers!.installSnapshot(m, position, all());
       this.o.metrics.peerSnapshots.inc({ direction: 'received', outcome: 'installed' });
@@ -453,12 +462,22 @@ export class PeerMesh {
         const call = link.client.makeClientStreamRequest(PEER_SERVICE.snapshot.path, PEER_SERVICE.snapshot.requestSerialize, PEER_SERVICE.snapshot.responseDeserialize, new grpc.Metadata(), { deadline: Date.now() + this.o.snapshotTimeoutMs }, (err, ack) => (err ? reject(err) : resolve(ack!)));
         void (async () => {
           let first = true;
+          const send = async (c: SnapshotChunk, last: boolean) => {
+            const chunk: WireChunk = {
+              seq: c.seq, data: c.data, digest: c.digest, last,
+              ...(first ? { message, position: { applied: position.applied, term: position.term, stateHash: position.stateHash }, marksLast: true } : {}),
+            };
+            first = false;
+            if (!call.write(chunk)) await new Promise((r) => call.once('drain', r));
+          };
           try {
+            // Each chunk is held until the next is read, so that the last goes marked.
+            let held: SnapshotChunk | null = null;
             for await (const c of chunks) {
-              const chunk: WireChunk = { seq: c.seq, data: c.data, digest: c.digest, ...(first ? { message, position: { applied: position.applied, term: position.term, stateHash: position.stateHash } } : {}) };
-              first = false;
-              if (!call.write(chunk)) await new Promise((r) => call.once('drain', r));
+              if (held) await send(held, false);
+              held = c;
             }
+            if (held) await send(held, true);
             call.end();
           } catch (err) {
             call.cancel();
