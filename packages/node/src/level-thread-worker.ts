@@ -24,7 +24,9 @@ port.on('message', (m: LevelRequest) => {
   // handle() runs synchronously up to its first await, so an iterator or a snapshot is
   // made before the next request (which may use it) is taken.
   handle(m).then(
-    (value) => port.postMessage({ id: m.id, ok: true, value } satisfies LevelResponse),
+    // A chunk's bytes are moved to the event loop's thread, not copied (encodeFrames
+    // gives each its own buffer).
+    (value) => port.postMessage({ id: m.id, ok: true, value } satisfies LevelResponse, m.op === 'frames' && value !== null ? [(value as FramedChunk).data.buffer as ArrayBuffer] : []),
     (err: unknown) => {
       const e = err instanceof Error ? err : new Error(String(err));
       port.postMessage({ id: m.id, ok: false, error: { message: e.message, code: (e as { code?: unknown }).code } } satisfies LevelResponse);
