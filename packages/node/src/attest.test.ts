@@ -63,6 +63,8 @@ function clean<T extends Record<string, unknown>>(o: T): Partial<T> {
 
 t.test('k4.pid follows PASERK (BLAKE2b-264 over the header and the key)', async (t) => {
   t.equal(paserkId(`k4.public.${'A'.repeat(43)}`), 'k4.pid.S_XQmeEwHbbvRmiyfXfHYpLGjXGzjTRSDoT1YtTakWFE');
+  // PASERK's k4.pid-2 vector (its key bytes are no point of the curve: the id does not care).
+  t.equal(paserkId(`k4.public.${Buffer.from('707172737475767778797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f', 'hex').toString('base64url')}`), 'k4.pid.9ShR3xc8-qVJ_di0tc9nx0IDIqbatdeM2mqLFBJsKRHs');
 });
 
 t.test('public keys are accepted as Ed25519 PEM or k4.public, and nothing else', async (t) => {
@@ -77,6 +79,9 @@ t.test('public keys are accepted as Ed25519 PEM or k4.public, and nothing else',
   t.throws(() => toPaserk(rsa), /Ed25519/);
   t.throws(() => toPaserk('not a key'), /neither/);
   t.throws(() => toPaserk('k4.public.short'), /not a PASERK/);
+  t.throws(() => toPaserk(`k4.public.${'A'.repeat(43)}`), /^is a point of small order/, 'a key of small order is refused, as PASERK');
+  const identity = Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), Buffer.from(`01${'00'.repeat(31)}`, 'hex')]).toString('base64');
+  t.throws(() => toPaserk(`-----BEGIN PUBLIC KEY-----\n${identity}\n-----END PUBLIC KEY-----\n`), /^is a point of small order/, 'and as PEM');
 });
 
 const proto = new PublicProtocol(GenerateKeyPairFactory, SignFactory, ExportPublicKeyFactory);

@@ -19,6 +19,7 @@ import { blake2b } from '@noble/hashes/blake2.js';
 import { PublicProtocol, type PasetoError } from 'paseto';
 import { ImportPublicKeyFactory, VerifyFactory, type PublicKey } from 'paseto/v4/public';
 import { ACTION_NAME, type TrustRoot } from '@apl/core';
+import { ed25519KeyProblem } from './ed25519-key.js';
 
 const v4 = new PublicProtocol(VerifyFactory, ImportPublicKeyFactory);
 
@@ -43,7 +44,7 @@ export function toPaserk(publicKey: string): string {
   const text = publicKey.trim();
   if (text.startsWith('k4.public.')) {
     if (!/^k4\.public\.[A-Za-z0-9_-]{43}$/.test(text)) throw new Error('is not a PASERK k4.public key');
-    return text;
+    return usable(text);
   }
   // createPublicKey derives the public half of a private key: the ledger would keep
   // the right key, but the issuer's signing key would have travelled to it.
@@ -58,7 +59,14 @@ export function toPaserk(publicKey: string): string {
   }
   if (key.asymmetricKeyType !== 'ed25519') throw new Error(`is a ${key.asymmetricKeyType} key; v4.public needs Ed25519`);
   const jwk = key.export({ format: 'jwk' });
-  return `k4.public.${jwk.x}`;
+  return usable(`k4.public.${jwk.x}`);
+}
+
+/** The key, if its bytes can be an issuer's (ed25519-key.ts); else why not. */
+function usable(paserk: string): string {
+  const problem = ed25519KeyProblem(Buffer.from(paserk.slice('k4.public.'.length), 'base64url'));
+  if (problem !== null) throw new Error(problem);
+  return paserk;
 }
 
 /** The PASERK id of a k4.public key: `k4.pid.` + base64url(BLAKE2b-264("k4.pid." + paserk)). */
