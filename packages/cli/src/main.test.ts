@@ -2,9 +2,12 @@
 // whether started as bin/apl.mjs or as dist/main.js: on a runtime that cannot read
 // 128-bit JSON integers exactly, a command would otherwise fail with a stack trace.
 // Either refuses before it loads any other module (the old runtime's coverage of what it
-// loaded would be merged with this one's).
+// loaded would be merged with this one's). And that a reader closing the pipe early
+// (`apl --help | head -1`) ends apl quietly with the status it had, not with EPIPE's
+// stack trace.
 import t from 'tap';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,3 +24,14 @@ for (const entry of ['bin/apl.mjs', 'dist/main.js']) {
     t.notMatch(r.stderr, /\n\s+at /, 'no stack trace');
   });
 }
+
+t.test('a reader that closes the pipe early ends apl quietly', async (t) => {
+  const child = spawn(process.execPath, [join(PACKAGE, 'bin/apl.mjs'), '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // The reading end is closed before apl writes: its first write fails with EPIPE.
+  child.stdout.destroy();
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const [code] = (await once(child, 'close')) as [number | null];
+  t.equal(stderr, '', 'nothing on stderr');
+  t.equal(code, 0, 'the status of the help it was printing');
+});

@@ -14,6 +14,14 @@ if (!sourceText || typeof (JSON as { rawJSON?: unknown }).rawJSON !== 'function'
     '  From the repository, run it through npm (npx apl ..., or npm run apl -- ...), which uses the pinned Node.js 24.\n');
   process.exitCode = 2;
 } else {
+  // A reader that stops early (`apl ... | head`) closes the pipe: apl stops there, as
+  // the tools it is piped with do, rather than dying of the write's EPIPE.
+  for (const out of [process.stdout, process.stderr]) {
+    out.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE') throw err;
+      process.exit(process.exitCode ?? 0);
+    });
+  }
   const { run } = await import('./program.js');
   process.exitCode = await run(process.argv.slice(2));
 }
