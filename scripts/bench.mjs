@@ -12,6 +12,7 @@ const ABOUT = {
   intents: 'a standalone node over HTTPS: 1, 16, 64 and 256 in flight, then half of the peak, open loop',
   growth: 'a million intents on one node, a line per 100,000, then a restart',
   cluster: 'a three-node cluster at 1 to 256 in flight, then failovers (SIGKILL of the primary)',
+  snapshot: "a node's store streamed to a member behind compaction, process to process: time, rate, each side's CPU",
   disk: "the disk's synced writes, appended and over zeros, alone and beside a compaction-shaped writer",
   ledger: "the core's apply alone, then a node in this process (quick; not as users measure)",
   raft: 'the Raft core in a simulated three-node group, in memory',
