@@ -45,7 +45,7 @@ interface Member {
   id: NodeId;
   replica: Replica;
   dir: string;
-  events: { event?: string; index?: number; to?: string | null; done?: boolean; msg?: string }[];
+  events: { event?: string; index?: number; to?: string | null; done?: boolean; leader?: string | null; msg?: string }[];
   /** while held, the store's synced batches wait in `waiting` until the test lets them go. */
   gate: { held: boolean; waiting: (() => void)[]; reached: number };
 }
@@ -63,11 +63,14 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
   const down = new Set<NodeId>();
   /** 'snap' messages to these members are lost: their store transfer never ends. */
   const noSnapshots = new Set<NodeId>();
+  /** a message this says to lose is lost. */
+  const lose: { when: (m: Message) => boolean } = { when: () => false };
   const transport: Transport = {
     send(messages: Message[]) {
       for (const m of messages) {
         if (down.has(m.from) || down.has(m.to)) continue;
         if (m.type === 'snap' && noSnapshots.has(m.to)) continue;
+        if (lose.when(m)) continue;
         setImmediate(() => members.get(m.to)?.replica.step(m));
       }
     },
@@ -140,7 +143,7 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
       await new Promise((r) => setTimeout(r, 10));
     }
   };
-  return { members, all, down, noSnapshots, until };
+  return { members, all, down, noSnapshots, lose, until };
 }
 
 t.test('a compaction whose store sync ends after a member began installing is held', async (t) => {
@@ -208,6 +211,24 @@ t.test('a forward answered after the follower applied its entry is answered from
   t.ok(kept(follower) >= 5, `the follower kept the results applied while it waited (${kept(follower)})`);
   await primary.replica.propose(party('local'));
   t.equal(kept(primary), 0, 'the primary, which forwards nothing, keeps no result past its answer');
+});
+
+t.test('a linearizable read whose request to the primary was lost is asked again, not left to time out', async (t) => {
+  const { all, lose, until } = await openMembers(t, 'read-again-test', { commitTimeoutMs: 20_000 });
+  await until('a primary', () => all.some((m) => m.replica.isLeader()));
+  const primary = all.find((m) => m.replica.isLeader())!;
+  const follower = all.find((m) => m !== primary)!;
+  // Seen, not only known to Raft: a member that sees a new primary asks its waiting reads again at once.
+  await until('the follower has seen the primary', () => follower.events.some((e) => e.event === 'role_changed' && e.leader === primary.id));
+  // The follower's first request for a read index is lost, as on a link just being made again.
+  let lost = 0;
+  lose.when = (m) => m.type === 'readIndex' && m.from === follower.id && lost++ === 0;
+  const started = Date.now();
+  await follower.replica.readBarrier();
+  const took = Date.now() - started;
+  t.equal(lost, 2, 'the first request was lost, and the read asked again');
+  // One election timeout here is 1 s (100 ticks of 10 ms); the commit timeout, 20 s.
+  t.ok(took >= 900 && took < 10_000, `answered ${took} ms after it asked: after an election timeout, long before the commit timeout`);
 });
 
 t.test('operations forwarded to the primary apply as their bytes say, also where a new primary replaced them', async (t) => {

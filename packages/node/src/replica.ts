@@ -102,6 +102,8 @@ interface Waiter {
 
 interface ReadWaiter {
   index: number | null;
+  /** the Raft tick at which its index was last asked for (see askStaleReads). */
+  asked: number;
   resolve: () => void;
   reject: (e: ApiError) => void;
   timer: NodeJS.Timeout;
@@ -185,6 +187,8 @@ export class Replica {
   /** the applied index whose batch has landed in the store (the journal holds it). Invariant: landedIndex <= applied. */
   private landedIndex: number;
   private readonly reads = new Map<string, ReadWaiter>();
+  /** Raft ticks since start: the clock of askStaleReads. */
+  private ticks = 0;
   /** appliedListeners are told of each applied batch (the change feed follows them). */
   private readonly appliedListeners = new Set<() => void>();
   /** readPrefix makes ReadIndex contexts unique across restarts of this member. */
@@ -317,6 +321,8 @@ export class Replica {
     if (conf.voters.length > 1 || conf.learners.length > 0) this.saveMembers(this.store.position.applied, conf);
     this.timers.push(setInterval(() => {
       this.raft.tick();
+      this.ticks++;
+      this.askStaleReads();
       this.kick();
     }, this.opts.raft.tick_ms));
     this.timers.push(setInterval(() => {
@@ -684,7 +690,7 @@ export class Replica {
         this.reads.delete(ctx);
         reject(new ApiError('commit_unavailable', 'A linearizable read could not be confirmed in time; retry, or read with consistency=local.'));
       }, this.opts.commitTimeoutMs);
-      this.reads.set(ctx, { index: null, resolve, reject, timer });
+      this.reads.set(ctx, { index: null, asked: this.ticks, resolve, reject, timer });
     });
     this.kick();
     return p;
@@ -990,7 +996,26 @@ export class Replica {
    * takes the later index, which is as linearizable.
    */
   private askReadsAgain(): void {
-    for (const [ctx, r] of this.reads) if (r.index === null) this.raft.readIndex(Buffer.from(ctx));
+    for (const [ctx, r] of this.reads) {
+      if (r.index !== null) continue;
+      r.asked = this.ticks;
+      this.raft.readIndex(Buffer.from(ctx));
+    }
+  }
+
+  /**
+   * A read still waiting for its index an election timeout after it asked is asked
+   * again, of the primary known now. The request travels once and Raft does not resend
+   * it: lost on a link that was down (a peer just restarted, a connection being made
+   * again) or dropped by a member that no longer leads, the read would otherwise wait
+   * out the commit timeout and fail, though the primary answers in a round trip.
+   */
+  private askStaleReads(): void {
+    for (const [ctx, r] of this.reads) {
+      if (r.index !== null || this.ticks - r.asked < this.opts.raft.election_ticks) continue;
+      r.asked = this.ticks;
+      this.raft.readIndex(Buffer.from(ctx));
+    }
   }
 
   /**
