@@ -45,7 +45,7 @@ interface Member {
   id: NodeId;
   replica: Replica;
   dir: string;
-  events: { event?: string; index?: number; to?: string | null; done?: boolean; leader?: string | null; msg?: string }[];
+  events: { event?: string; index?: number; to?: string | null; done?: boolean; role?: string; leader?: string | null; msg?: string }[];
   /** while held, the store's synced batches wait in `waiting` until the test lets them go. */
   gate: { held: boolean; waiting: (() => void)[]; reached: number };
 }
@@ -336,6 +336,26 @@ t.test('a proposal made while the primary transfers leadership is recorded by th
   t.ok(answer.result.ok, 'recorded');
   t.ok(to.replica.isLeader(), `${to.id} leads`);
   t.equal(primary.replica.status().leader, to.id, 'and the old primary forwarded to it');
+});
+
+t.test('a proposal made on the old primary after its hand-over, before the new primary is heard from, waits for it', async (t) => {
+  const { all, lose, until } = await openMembers(t, 'after-transfer-test', { forward: true });
+  const primary = await primaryOf(all, until);
+  const to = all.find((m) => m !== primary)!;
+  // The new primary's appends and heartbeats to the old one are lost for now: the old one
+  // steps down on the vote request, and then knows no primary.
+  lose.when = (m) => m.from === to.id && m.to === primary.id && (m.type === 'app' || m.type === 'heartbeat');
+  primary.replica.transferLeadership(to.id);
+  await until('the old primary stepped down, knowing no primary', () => primary.events.some((e) => e.event === 'role_changed' && e.role === 'follower' && e.leader === null));
+  await until('the new primary leads', () => to.replica.isLeader());
+  let settled = false;
+  const answering = primary.replica.propose(party('after-hand-over')).finally(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 200));
+  t.notOk(settled, 'the proposal waits: it is neither refused nor answered while no primary is known');
+  lose.when = () => false;
+  const answer = await answering;
+  t.ok(answer.result.ok, 'recorded once the new primary was heard from');
+  t.equal(primary.replica.status().leader, to.id, 'through the new primary');
 });
 
 t.test('a proposal made while a transfer fails is recorded by the primary, which still leads', async (t) => {
