@@ -45,7 +45,7 @@ interface Member {
   id: NodeId;
   replica: Replica;
   dir: string;
-  events: { event?: string; index?: number; to?: string | null; done?: boolean; role?: string; leader?: string | null; msg?: string }[];
+  events: { event?: string; level?: string; err?: string; index?: number; to?: string | null; done?: boolean; role?: string; leader?: string | null; msg?: string }[];
   /** while held, the store's synced batches wait in `waiting` until the test lets them go. */
   gate: { held: boolean; waiting: (() => void)[]; reached: number };
 }
@@ -56,7 +56,7 @@ interface Member {
  * the primary, and the primary's answer reaches the follower only once the follower
  * has applied the entry itself (or after 5 s, as a refusal).
  */
-async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean; forward?: boolean; commitTimeoutMs?: number } = {}) {
+async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean; forward?: boolean; commitTimeoutMs?: number; tickIntervalMs?: number } = {}) {
   const ids = ['n1', 'n2', 'n3'];
   const members = new Map<NodeId, Member>();
   /** messages to or from these members are lost. */
@@ -106,7 +106,7 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
     const replica = await Replica.open({
       id, peers: ids, peerContext: {}, clusterId, clusterState: 'new', dataDir: dir,
       raft: { tick_ms: 10, election_ticks: 100, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
-      tickIntervalMs: 3_600_000, commitTimeoutMs: opts.commitTimeoutMs ?? 5_000, proposalsInFlightMax: 1_000,
+      tickIntervalMs: opts.tickIntervalMs ?? 3_600_000, commitTimeoutMs: opts.commitTimeoutMs ?? 5_000, proposalsInFlightMax: 1_000,
       snapshotIntervalEntries: 20, snapshotCatchupEntries: 5,
       cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
       transport, log: createLogger('info', id, sink), metrics: new Metrics(), wrapDb: wrap,
@@ -356,6 +356,20 @@ t.test('a proposal made on the old primary after its hand-over, before the new p
   const answer = await answering;
   t.ok(answer.result.ok, 'recorded once the new primary was heard from');
   t.equal(primary.replica.status().leader, to.id, 'through the new primary');
+});
+
+t.test('a ledger tick the primary cannot commit is logged as a warning with its code, and the clock goes on', async (t) => {
+  const { all, down, until } = await openMembers(t, 'tick-failed-test', { commitTimeoutMs: 200, tickIntervalMs: 50 });
+  const primary = await primaryOf(all, until);
+  await until('a tick committed', () => primary.replica.status().commit > 1 && primary.replica.store.position.tick > 0);
+  for (const m of all) if (m !== primary) down.add(m.id);
+  await until('a tick not committed', () => primary.events.some((e) => e.event === 'tick_failed'));
+  const line = primary.events.find((e) => e.event === 'tick_failed')!;
+  t.match(line, { level: 'warn', err: 'commit_unavailable', msg: 'ledger tick not committed; the next one carries the clock on' }, 'a warning naming the error code, not the agent-facing message');
+  down.clear();
+  const before = primary.replica.store.position.tick;
+  await until('ticks commit again', () => all.some((m) => m.replica.isLeader() && m.replica.store.position.tick > before));
+  t.pass('the clock went on once a quorum was back');
 });
 
 t.test('a proposal made while a transfer fails is recorded by the primary, which still leads', async (t) => {
