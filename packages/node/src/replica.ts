@@ -102,7 +102,7 @@ interface Waiter {
 
 interface ReadWaiter {
   index: number | null;
-  /** the Raft tick at which its index was last asked for (see askStaleReads). */
+  /** the Raft tick at which its index was last asked for (see askReadsAgain). */
   asked: number;
   resolve: () => void;
   reject: (e: ApiError) => void;
@@ -187,7 +187,7 @@ export class Replica {
   /** the applied index whose batch has landed in the store (the journal holds it). Invariant: landedIndex <= applied. */
   private landedIndex: number;
   private readonly reads = new Map<string, ReadWaiter>();
-  /** Raft ticks since start: the clock of askStaleReads. */
+  /** Raft ticks since start: the clock of askReadsAgain. */
   private ticks = 0;
   /** appliedListeners are told of each applied batch (the change feed follows them). */
   private readonly appliedListeners = new Set<() => void>();
@@ -322,7 +322,7 @@ export class Replica {
     this.timers.push(setInterval(() => {
       this.raft.tick();
       this.ticks++;
-      this.askStaleReads();
+      this.askReadsAgain(this.opts.raft.election_ticks);
       this.kick();
     }, this.opts.raft.tick_ms));
     this.timers.push(setInterval(() => {
@@ -990,29 +990,20 @@ export class Replica {
   }
 
   /**
-   * A primary is known again, or another one: the reads still waiting for their index
-   * asked one that may be gone (Raft drops such a request, and says nothing), so they
-   * ask the primary now rather than wait out the commit timeout. A read answered twice
-   * takes the later index, which is as linearizable.
+   * Asks the primary known now, again, for the index of every read still waiting for
+   * one whose last request is at least `olderThanTicks` Raft ticks old. The request
+   * travels once and Raft does not resend it, nor says when it drops it:
+   * - when a primary is known again, or another one, every waiting read asks at once
+   *   (0): it may have asked one that is gone;
+   * - on every tick, a read that asked an election timeout ago asks again: its request
+   *   may have been lost on a link being made again (a peer just restarted).
+   * Otherwise the read would wait out the commit timeout and fail, though the primary
+   * answers in a round trip. A read answered twice takes the later index, which is as
+   * linearizable.
    */
-  private askReadsAgain(): void {
+  private askReadsAgain(olderThanTicks = 0): void {
     for (const [ctx, r] of this.reads) {
-      if (r.index !== null) continue;
-      r.asked = this.ticks;
-      this.raft.readIndex(Buffer.from(ctx));
-    }
-  }
-
-  /**
-   * A read still waiting for its index an election timeout after it asked is asked
-   * again, of the primary known now. The request travels once and Raft does not resend
-   * it: lost on a link that was down (a peer just restarted, a connection being made
-   * again) or dropped by a member that no longer leads, the read would otherwise wait
-   * out the commit timeout and fail, though the primary answers in a round trip.
-   */
-  private askStaleReads(): void {
-    for (const [ctx, r] of this.reads) {
-      if (r.index !== null || this.ticks - r.asked < this.opts.raft.election_ticks) continue;
+      if (r.index !== null || this.ticks - r.asked < olderThanTicks) continue;
       r.asked = this.ticks;
       this.raft.readIndex(Buffer.from(ctx));
     }
