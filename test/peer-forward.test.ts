@@ -35,7 +35,7 @@ async function mesh(id: 'n1' | 'n2', ports: { n1: number; n2: number }, propose:
   const unused = () => {
     throw new Error('not used by this test');
   };
-  await m.listen({ step: () => undefined, installSnapshot: unused, openSnapshot: unused, propose, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined });
+  await m.listen({ step: () => undefined, installSnapshot: unused, openSnapshot: unused, propose, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined, superseded: unused });
   return m;
 }
 

@@ -37,7 +37,7 @@ async function mesh(id: 'n1' | 'n2', ports: { n1: number; n2: number }, handlers
   const unused = () => {
     throw new Error('not used by this test');
   };
-  await m.listen({ step: () => undefined, installSnapshot: unused, openSnapshot: unused, propose: unused, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined, ...handlers });
+  await m.listen({ step: () => undefined, installSnapshot: unused, openSnapshot: unused, propose: unused, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined, superseded: unused, ...handlers });
   return m;
 }
 

@@ -3,7 +3,9 @@
 // configuration error that says what holds it; the lock is free again once released,
 // and once its holder is killed (the kernel releases it: no stale lock). A replica
 // opening a data directory another process holds refuses before it touches the Raft
-// log or the state store: not a file changes.
+// log or the state store: not a file changes. The lock counts the starts on the
+// directory, durably: 1, 2, 3 across takes, in this process or after a kill, and 1 on a
+// directory of an earlier release that counted none.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -57,6 +59,32 @@ t.test('another process: refused while it holds the lock, free once it is killed
   const lock = await DataDirLock.take(dir);
   t.pass('taken once the holder was killed, with nothing to clear by hand');
   await lock.release();
+});
+
+t.test('each take may count a start: 1 on a directory that counted none, then one more each time, kept across a kill', async (t) => {
+  const dir = tempDir(t);
+  const lock = await DataDirLock.take(dir);
+  t.equal(await lock.countStart(), 1, 'the first start');
+  await lock.release();
+  const again = await DataDirLock.take(dir);
+  t.equal(await again.countStart(), 2, 'the second');
+  await again.release();
+  // A process that counts a start and is killed: the count was synced before it was used.
+  const built = new URL('../dist/data-lock.js', import.meta.url).href;
+  const script = `import(${JSON.stringify(built)}).then(async ({ DataDirLock }) => { const l = await DataDirLock.take(${JSON.stringify(dir)}); process.stdout.write(String(await l.countStart()) + '\\n'); setInterval(() => {}, 60000); })`;
+  const child = spawn(process.execPath, ['-e', script], { cwd: new URL('.', import.meta.url).pathname, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => void child.kill('SIGKILL'));
+  const counted = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (b: Buffer) => resolve(b.toString().trim()));
+    child.once('exit', (code) => reject(new Error(`the child exited (${code}) before counting`)));
+  });
+  t.equal(counted, '3', 'the third, in another process');
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+  const fourth = await DataDirLock.take(dir);
+  t.equal(await fourth.countStart(), 4, 'the fourth, after that process was killed');
+  await fourth.release();
 });
 
 t.test('a replica refuses a data directory another process holds, and changes nothing in it', async (t) => {

@@ -11,11 +11,18 @@
  * the kernel releases it when the process ends, however it ends, so a SIGKILL leaves
  * no stale lock to clear by hand, and it holds between containers that share the
  * volume, which a PID file does not. The lock is that of a LevelDB under
- * `<data_dir>/lock` that holds nothing.
+ * `<data_dir>/lock`.
+ *
+ * That LevelDB holds one record: how many times a node has started on the directory.
+ * A cluster member names its start to its peers (the peer mesh), so that a later start
+ * of the member, here or from a copy of the directory elsewhere, supersedes an earlier
+ * one still running: the lock holds on one host only.
  */
 import { join } from 'node:path';
 import { Level } from 'level';
 import { ConfigError } from './config.js';
+
+const STARTS_KEY = 'starts';
 
 export class DataDirLock {
   private constructor(private readonly db: Level<string, string>) {}
@@ -33,6 +40,19 @@ export class DataDirLock {
       throw err;
     }
     return new DataDirLock(db);
+  }
+
+  /**
+   * Counts this start of a node on the directory, durably, and says which it is (1 for
+   * the first; a directory of an earlier release, which counted none, starts at 1).
+   * The count is synced before it is used: a start it could not record does not run.
+   */
+  async countStart(): Promise<number> {
+    const before = await this.db.get(STARTS_KEY);
+    const starts = (before === undefined ? 0 : Number(before)) + 1;
+    if (!Number.isSafeInteger(starts) || starts < 1) throw new Error(`the start count in the data directory's lock is not a count: ${JSON.stringify(before)}`);
+    await this.db.put(STARTS_KEY, String(starts), { sync: true });
+    return starts;
   }
 
   /** Releases the lock; another process may open the data directory after it. */

@@ -12,7 +12,7 @@ export { createLogger, type Logger } from './log.js';
 export type { AdminPrincipal } from './admin-plane.js';
 export { LedgerStore, type SnapshotChunk, type StorePosition, type WrapDb } from './ledger-store.js';
 export { applyBatch, type BatchEntry } from './apply-batch.js';
-export { PEER_SERVICE, PeerMesh, ForwardFailed, ForwardRefused, certificateIdentity, type MeshHandlers } from './peer/mesh.js';
+export { PEER_SERVICE, PeerMesh, ForwardFailed, ForwardRefused, certificateIdentity, compareIncarnations, parseIncarnation, type Incarnation, type MeshHandlers } from './peer/mesh.js';
 export { Metrics } from './metrics.js';
 export { agentFrontEnd } from './agent-front.js';
 export type { AgentBackend, Answer } from './gateway.js';

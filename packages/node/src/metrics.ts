@@ -87,7 +87,7 @@ export class Metrics {
   readonly certExpiry = new Gauge({ name: 'apl_tls_cert_expiry_timestamp_seconds', help: 'When the node\'s TLS certificate expires (Unix time); it is read at start only.', registers: [this.registry] });
   readonly storeCacheEntries = new Gauge({ name: 'apl_store_cache_entries', help: 'Records held in the state store cache.', registers: [this.registry] });
   readonly peerRefused = new Counter({
-    name: 'apl_peer_refused_total', help: 'Peer calls and Raft messages refused, by reason (foreign_cluster, unknown_member, sender_mismatch, malformed).',
+    name: 'apl_peer_refused_total', help: 'Peer calls and Raft messages refused, by reason (foreign_cluster, unknown_member, sender_mismatch, malformed, superseded: a call from an earlier start of a member than one heard from).',
     labelNames: ['reason'] as const, registers: [this.registry],
   });
   readonly peerDropped = new Counter({
@@ -113,7 +113,7 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry });
     // The series of a closed set of labels exist from the start, at 0: a rate or an
     // alert on one of them sees "none yet" rather than no series at all.
-    for (const reason of ['foreign_cluster', 'unknown_member', 'sender_mismatch', 'malformed']) this.peerRefused.inc({ reason }, 0);
+    for (const reason of ['foreign_cluster', 'unknown_member', 'sender_mismatch', 'malformed', 'superseded']) this.peerRefused.inc({ reason }, 0);
     for (const direction of ['sent', 'received']) for (const outcome of ['installed', 'failed']) this.peerSnapshots.inc({ direction, outcome }, 0);
     for (const outcome of ['appended', 'refused', 'unconfirmed']) this.forwarded.inc({ outcome }, 0);
     for (const reason of ['consumer_left', 'feed_lagging', 'shutting_down', 'member_removed', 'internal_error']) this.feedEnds.inc({ reason }, 0);

@@ -154,6 +154,8 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     }
   };
   if (mesh) {
+    // Every call names this start of the member from now on: a later start elsewhere supersedes this one.
+    mesh.setStarts(replica.starts);
     await mesh.listen({
       step: (m) => replica.step(m),
       installSnapshot: (m, position, chunks) => replica.installSnapshot(m, position, chunks),
@@ -177,6 +179,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       },
       reportSnapshot: (to, status) => replica.reportSnapshot(to, status),
       reportUnreachable: (to) => replica.reportUnreachable(to),
+      superseded: (peer, details) => replica.supersede(peer, details),
     });
   }
   const node = {

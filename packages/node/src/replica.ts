@@ -85,7 +85,10 @@ export interface ReplicaOptions {
   metrics: Metrics;
   /** wraps the state store's database (tests inject faults through it). */
   wrapDb?: WrapDb;
-  /** told, with what to do, when the replica stops for good: a restart cannot help (its log lost acknowledged entries). */
+  /**
+   * told, with what to do, when the replica stops for good: a restart cannot help (its
+   * log lost acknowledged entries, or a later start of this member runs elsewhere).
+   */
   onFatal?: (message: string) => void;
 }
 
@@ -227,6 +230,8 @@ export class Replica {
     snapshotIndex: number,
     removed: Removed | null,
     private readonly lock: DataDirLock,
+    /** which start of a node on this data directory this is (its lock counts them); the peer mesh names it. */
+    readonly starts: number,
   ) {
     this.snapshotIndex = snapshotIndex;
     this.landedIndex = store.position.applied;
@@ -293,6 +298,15 @@ export class Replica {
       await store.close();
       throw new ConfigError(`the state store is at index ${applied}, below the Raft log's compaction at ${compacted}: the entries between are gone, so this data directory cannot be recovered alone (restore it from a backup, or replace the member)`);
     }
+    // Counted once every check has passed: a start refused counts none.
+    let starts: number;
+    try {
+      starts = await lock.countStart();
+    } catch (err) {
+      await log.close();
+      await store.close();
+      throw err;
+    }
     const raft = new RawNode({
       id: opts.id,
       peers: bootstrapMembers,
@@ -309,7 +323,7 @@ export class Replica {
       applied,
     }, boot);
     opts.log.info({ event: 'replica_open', applied, commit: boot.hardState.commit, term: boot.hardState.term, last: raft.status().lastIndex }, 'replica opened');
-    return new Replica(opts, raft, log, store, compacted, readRemoved(opts.dataDir), lock);
+    return new Replica(opts, raft, log, store, compacted, readRemoved(opts.dataDir), lock, starts);
   }
 
   /** Starts the clocks: Raft ticks, and ledger ticks proposed by the primary. */
@@ -1089,6 +1103,28 @@ export class Replica {
     this.failed = err;
     this.stopClocks();
     this.opts.log.fatal({ event: 'log_lost', acknowledged: err.acknowledged, last_index: err.lastIndex, leader: err.leader }, message);
+    this.failAll('The node stopped before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
+    this.opts.onFatal?.(message);
+  }
+
+  /**
+   * A peer has heard from a later start of this member: another process runs as it (a
+   * copy of this data directory started elsewhere, where this directory's lock does not
+   * reach), or this directory is an older copy put back. Two processes as one member
+   * could each vote in one term, and an older copy lacks what it acknowledged: this
+   * process is the one that gives way. It stops, says what to do, and is told to
+   * `onFatal`. Nothing is done once the replica is closing.
+   */
+  supersede(peer: NodeId, details: string): void {
+    if (this.failed || this.closed) return;
+    const id = this.opts.id;
+    const message = `member ${id} stops: ${peer} has heard from a later start of ${id} than this one (start ${this.starts} of ${this.opts.dataDir}): ${details}. `
+      + `Two processes must never run as one member. If another process runs as ${id} (this data directory copied and started elsewhere), that one goes on and this one stops; `
+      + `if this data directory was put back from an older copy, it must not rejoin as ${id}: remove it (DELETE /admin/v1/cluster/members/${id} at the primary), `
+      + 'then add a member with a new id and an empty data directory (docs/operations.md, "Backups").';
+    this.failed = new Error(message);
+    this.stopClocks();
+    this.opts.log.fatal({ event: 'member_superseded', peer, starts: this.starts, details }, message);
     this.failAll('The node stopped before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
     this.opts.onFatal?.(message);
   }

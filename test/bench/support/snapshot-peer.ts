@@ -43,7 +43,7 @@ async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number; 
 
 if (role === 'recv') {
   await mesh.listen({
-    step: () => undefined, openSnapshot: unused, propose: unused, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined,
+    step: () => undefined, openSnapshot: unused, propose: unused, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined, superseded: unused,
     installSnapshot: async (_m, position, chunks) => {
       const r = await timed(() => store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks));
       rmSync(join(storeDir, r.value), { recursive: true, force: true });
@@ -56,7 +56,7 @@ if (role === 'recv') {
   let reported: (outcome: string) => void = () => undefined;
   let bytes = 0;
   await mesh.listen({
-    step: () => undefined, installSnapshot: unused, propose: unused, proposeConfChange: unused, reportUnreachable: () => undefined,
+    step: () => undefined, installSnapshot: unused, propose: unused, proposeConfChange: unused, reportUnreachable: () => undefined, superseded: unused,
     openSnapshot: async () => {
       const { position, chunks } = await store.openSnapshot();
       return { position, chunks: (async function* () {

@@ -11,10 +11,19 @@
  * member. A Raft message whose `from` is not the certificate's id, or which names
  * another cluster, is refused, logged and counted; it never reaches Raft.
  *
+ * One process per member: every call names the caller's incarnation, which start of a
+ * node on its data directory it is (the directory's lock counts them) and a random tag.
+ * A member's later start supersedes an earlier one: the calls of the earlier still open
+ * are ended, its new calls are refused, and the earlier process, told so, stops. Two
+ * processes as one member (a data directory copied and started elsewhere, where its
+ * lock does not reach) could each vote in one term; the later start is the one an
+ * operator meant to run.
+ *
  * Limits: each outgoing stream has a bounded queue. Raft tolerates lost messages, so
  * a full queue drops (and counts) rather than grows, and a broken stream tells Raft
  * the peer is unreachable so it stops streaming appends blindly.
  */
+import { randomBytes } from 'node:crypto';
 import { createSecureContext, type PeerCertificate } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
@@ -43,6 +52,8 @@ export interface MeshHandlers {
   proposeConfChange(change: ConfChange): Promise<{ index: number; term: number }>;
   reportSnapshot(to: NodeId, status: 'finish' | 'failure'): void;
   reportUnreachable(to: NodeId): void;
+  /** A peer has heard from a later start of this member: this process must stop (`details` says what the peer heard). */
+  superseded(peer: NodeId, details: string): void;
 }
 
 export interface MeshOptions {
@@ -132,6 +143,55 @@ const CHANNEL_OPTIONS = {
 /** a removed member's link stays open this long, so the primary can tell it of its removal. */
 const REMOVED_LINK_MS = 15_000;
 const ERROR_KEY = 'apl-error';
+/** the caller's incarnation, `<starts>.<tag>`, on every call (a caller of an earlier release sends none). */
+const INCARNATION_KEY = 'apl-incarnation';
+/** on a refusal: the caller is an earlier start of its member than one the callee has heard from. */
+const SUPERSEDED_KEY = 'apl-superseded';
+/** the refusals of an earlier start of one member are logged at most once in this time. */
+const SUPERSEDED_LOG_MS = 10_000;
+
+/** Which start of a member a process is: its data directory's start count, and a random tag. */
+export interface Incarnation {
+  starts: number;
+  tag: string;
+}
+
+export function incarnationText(i: Incarnation): string {
+  return `${i.starts}.${i.tag}`;
+}
+
+/** An incarnation as a call names it, or null when it is not `<starts>.<16 hex digits>`. */
+export function parseIncarnation(text: string): Incarnation | null {
+  const m = /^([1-9][0-9]{0,14})\.([0-9a-f]{16})$/.exec(text);
+  return m ? { starts: Number(m[1]), tag: m[2]! } : null;
+}
+
+/**
+ * Above 0 when `a` is the later start. Two processes of one start (one copy of a data
+ * directory started twice) are told apart by their tags, the same way by every member,
+ * so that every member lets the same one through.
+ */
+export function compareIncarnations(a: Incarnation, b: Incarnation): number {
+  if (a.starts !== b.starts) return a.starts - b.starts;
+  return a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0;
+}
+
+/** What the details of a status say of the peer that sent it: the later start, or null when the status says nothing of one. */
+function supersededDetails(status: { code?: number; details?: string; metadata?: grpc.Metadata | null }): string | null {
+  if (status.code !== grpc.status.FAILED_PRECONDITION || (status.metadata?.get(SUPERSEDED_KEY).length ?? 0) === 0) return null;
+  return status.details ?? '';
+}
+
+/** The latest start of a member a callee has heard from, and that start's calls still open. */
+interface Heard {
+  incarnation: Incarnation;
+  /** the address its first call came from */
+  peer: string;
+  /** each ends one open call with a status */
+  calls: Set<(status: grpc.StatusObject) => void>;
+  /** when a refusal of an earlier start was last logged */
+  loggedAt: number;
+}
 
 /** Server credentials that require a client certificate from the cluster CA and TLS 1.3. */
 class MutualTls13 extends grpc.ServerCredentials {
@@ -186,6 +246,12 @@ export class PeerMesh {
   private readonly retiring = new Map<NodeId, NodeJS.Timeout>();
   private handlers: MeshHandlers | null = null;
   private closed = false;
+  /** this process's incarnation, once the data directory's lock has counted its start; until then calls name none. */
+  private incarnation: Incarnation | null = null;
+  /** this process's random tag: of two processes of one start, the later tag goes on. */
+  readonly tag = randomBytes(8).toString('hex');
+  /** by member: the latest start of it heard from */
+  private readonly heard = new Map<NodeId, Heard>();
   /** the port the listener bound (the configured one, or the one the system chose for 0). */
   port = 0;
 
@@ -210,7 +276,13 @@ export class PeerMesh {
         continue;
       }
       link?.close();
-      if (m.id !== this.o.self) this.links.set(m.id, new Link(m, this.clientFor(m), this.o, () => this.handlers?.reportUnreachable(m.id)));
+      if (m.id !== this.o.self) {
+        this.links.set(m.id, new Link(m, this.clientFor(m), this.o, {
+          unreachable: () => this.handlers?.reportUnreachable(m.id),
+          metadata: () => this.callMetadata(),
+          superseded: (details) => this.onSuperseded(m.id, details),
+        }));
+      }
     }
     for (const [id, link] of this.links) {
       if (this.memberIds.has(id) || this.retiring.has(id)) continue;
@@ -221,6 +293,23 @@ export class PeerMesh {
         this.links.delete(id);
       }, REMOVED_LINK_MS));
     }
+  }
+
+  /** Names this process's start (its data directory's lock counted it) on every call from now on. */
+  setStarts(starts: number): void {
+    this.incarnation = { starts, tag: this.tag };
+  }
+
+  /** The metadata of a call this process makes: its incarnation, once known. */
+  private callMetadata(): grpc.Metadata {
+    const metadata = new grpc.Metadata();
+    if (this.incarnation) metadata.set(INCARNATION_KEY, incarnationText(this.incarnation));
+    return metadata;
+  }
+
+  /** A peer refused a call of this process as an earlier start of its member: the replica is told, once it listens. */
+  private onSuperseded(peer: NodeId, details: string): void {
+    if (!this.closed) this.handlers?.superseded(peer, details);
   }
 
   /** Binds the listener and starts serving the replica. */
@@ -259,7 +348,7 @@ export class PeerMesh {
   forwardConfChange(leader: NodeId, change: ConfChange, timeoutMs: number): Promise<{ index: number; term: number }> {
     const link = this.links.get(leader);
     if (!link) return Promise.reject(new ForwardFailed(`${leader} is not a peer`));
-    return callPropose(link.client, leader, { operation: new Uint8Array(), confChange: JSON.stringify(change) }, timeoutMs);
+    return callPropose(link.client, leader, { operation: new Uint8Array(), confChange: JSON.stringify(change) }, timeoutMs, link.calls);
   }
 
   async close(): Promise<void> {
@@ -283,6 +372,66 @@ export class PeerMesh {
     return { id: name };
   }
 
+  /**
+   * Lets a call from member `from` through by the incarnation it names, or says what to
+   * answer it. A later start than the one heard from before supersedes it: that start's
+   * calls still open are ended (`end` registers this call's, until `release`). An earlier
+   * start is refused, FAILED_PRECONDITION with SUPERSEDED_KEY, and its process stops when
+   * told. A call that names none (an earlier release) is let through and not followed.
+   */
+  private admit(from: NodeId, call: { metadata: grpc.Metadata; getPeer(): string }, end?: (status: grpc.StatusObject) => void): { refused: grpc.StatusObject } | { release: () => void } {
+    const named = call.metadata.get(INCARNATION_KEY);
+    const unfollowed = { release: () => undefined };
+    if (named.length === 0) return unfollowed;
+    const incarnation = typeof named[0] === 'string' ? parseIncarnation(named[0]) : null;
+    const peer = call.getPeer();
+    if (incarnation === null) {
+      this.refuse('malformed', { from, incarnation: String(named[0]) }, 'a peer call whose incarnation is not <starts>.<tag> was refused');
+      return { refused: { code: grpc.status.INVALID_ARGUMENT, details: `the ${INCARNATION_KEY} metadata is not <starts>.<16 hex digits>`, metadata: new grpc.Metadata() } };
+    }
+    let heard = this.heard.get(from);
+    const order = heard ? compareIncarnations(incarnation, heard.incarnation) : 1;
+    if (order < 0) {
+      const later = heard!;
+      this.o.metrics.peerRefused.inc({ reason: 'superseded' });
+      const now = Date.now();
+      if (now - later.loggedAt >= SUPERSEDED_LOG_MS) {
+        later.loggedAt = now;
+        this.o.log.error({ event: 'earlier_start_refused', member: from, refused: incarnationText(incarnation), refused_from: peer, running: incarnationText(later.incarnation), running_from: later.peer },
+          `a call from start ${incarnation.starts} of member ${from} (from ${peer}) was refused: start ${later.incarnation.starts} of ${from} (from ${later.peer}) has called since. `
+          + 'Two processes run as one member, or a data directory was put back from an older copy; the earlier one is told to stop');
+      }
+      return { refused: this.supersededStatus(from, incarnation, later) };
+    }
+    if (order > 0) {
+      const before = heard;
+      heard = { incarnation, peer, calls: new Set(), loggedAt: 0 };
+      this.heard.set(from, heard);
+      if (before && before.calls.size > 0) {
+        this.o.log.warn({ event: 'member_restarted', member: from, before: incarnationText(before.incarnation), now: incarnationText(incarnation), from: peer },
+          `start ${incarnation.starts} of member ${from} called (from ${peer}): the calls of its start ${before.incarnation.starts} still open were ended`);
+        const status = this.supersededStatus(from, before.incarnation, heard);
+        for (const e of [...before.calls]) e(status);
+      }
+    }
+    if (!end) return unfollowed;
+    const calls = heard!.calls;
+    calls.add(end);
+    return { release: () => calls.delete(end) };
+  }
+
+  /** What an earlier start of `from` is answered: which start was heard from since, and from where. */
+  private supersededStatus(from: NodeId, earlier: Incarnation, later: Heard): grpc.StatusObject {
+    const metadata = new grpc.Metadata();
+    metadata.set(SUPERSEDED_KEY, incarnationText(later.incarnation));
+    const tie = earlier.starts === later.incarnation.starts ? ` (both start ${earlier.starts}: the tag ${later.incarnation.tag} orders after this process's ${earlier.tag})` : '';
+    return {
+      code: grpc.status.FAILED_PRECONDITION,
+      details: `start ${later.incarnation.starts} of ${from} has called ${this.o.self} from ${later.peer}, and this process is start ${earlier.starts}${tie}`,
+      metadata,
+    };
+  }
+
   private onRaftStream(call: grpc.ServerReadableStream<RaftBatch, object>, done: grpc.sendUnaryData<object>): void {
     const c = this.caller(call);
     if ('refused' in c) {
@@ -290,13 +439,30 @@ export class PeerMesh {
       return;
     }
     const from = c.id;
+    let answered = false;
+    let release = () => undefined as unknown;
+    const answer = (status: grpc.StatusObject | null) => {
+      if (answered) return;
+      answered = true;
+      release();
+      if (status) done(status);
+      else done(null, {});
+    };
+    const admitted = this.admit(from, call, answer);
+    if ('refused' in admitted) {
+      answer(admitted.refused);
+      return;
+    }
+    release = admitted.release;
     call.on('data', (batch: RaftBatch) => {
+      if (answered) return;
       for (const bytes of batch.messages) {
         const m = this.decodeFrom(from, bytes);
         if (m) this.handlers!.step(m);
       }
     });
-    call.on('end', () => done(null, {}));
+    call.on('end', () => answer(null));
+    call.on('close', () => release());
     call.on('error', () => undefined);
   }
 
@@ -329,6 +495,11 @@ export class PeerMesh {
       return;
     }
     const from = c.id;
+    const admitted = this.admit(from, call);
+    if ('refused' in admitted) {
+      done(admitted.refused);
+      return;
+    }
     const chunks = call[Symbol.asyncIterator]() as AsyncIterator<WireChunk>;
     try {
       const first = await chunks.next();
@@ -366,8 +537,9 @@ export class PeerMesh {
 
   private async onPropose(call: grpc.ServerUnaryCall<ProposeRequest, ProposeReply>, done: grpc.sendUnaryData<ProposeReply>): Promise<void> {
     const c = this.caller(call);
-    if ('refused' in c) {
-      done(c.refused);
+    const admitted = 'refused' in c ? c : this.admit(c.id, call);
+    if ('refused' in admitted) {
+      done(admitted.refused);
       return;
     }
     try {
@@ -393,15 +565,27 @@ export class PeerMesh {
     }
     const from = c.id;
     let open = true;
+    let release = () => undefined as unknown;
+    const end = (status: grpc.StatusObject) => {
+      if (!open) return;
+      open = false;
+      release();
+      call.emit('error', status);
+    };
+    const admitted = this.admit(from, call, end);
+    if ('refused' in admitted) {
+      end(admitted.refused);
+      return;
+    }
+    release = admitted.release;
     const reply = (r: ForwardReply) => {
       if (open) call.write(r);
     };
     call.on('data', (r: ForwardRequest) => {
       if (!open) return;
       if (!this.memberIds.has(from)) {
-        open = false;
         this.refuse('unknown_member', { peer: call.getPeer(), member: from }, 'a forwarded operation from a member no longer in the cluster was refused');
-        call.emit('error', denied(refusalDetails(from, this.o.self)));
+        end(denied(refusalDetails(from, this.o.self)));
         return;
       }
       this.handlers!.propose(r.operation).then(
@@ -411,11 +595,14 @@ export class PeerMesh {
     });
     call.on('end', () => {
       open = false;
+      release();
       call.end();
     });
     call.on('error', () => {
       open = false;
+      release();
     });
+    call.on('close', () => release());
   }
 
   // ---- outgoing ----
@@ -459,7 +646,12 @@ export class PeerMesh {
       const { position, chunks } = await handlers.openSnapshot();
       const message = this.codec.encode({ ...m, snapshot: { meta: m.snapshot!.meta, data: new Uint8Array() } });
       const result = new Promise<SnapshotAck>((resolve, reject) => {
-        const call = link.client.makeClientStreamRequest(PEER_SERVICE.snapshot.path, PEER_SERVICE.snapshot.requestSerialize, PEER_SERVICE.snapshot.responseDeserialize, new grpc.Metadata(), { deadline: Date.now() + this.o.snapshotTimeoutMs }, (err, ack) => (err ? reject(err) : resolve(ack!)));
+        const call = link.client.makeClientStreamRequest(PEER_SERVICE.snapshot.path, PEER_SERVICE.snapshot.requestSerialize, PEER_SERVICE.snapshot.responseDeserialize, this.callMetadata(), { deadline: Date.now() + this.o.snapshotTimeoutMs }, (err, ack) => {
+          if (!err) return resolve(ack!);
+          const superseded = supersededDetails(err);
+          if (superseded !== null) this.onSuperseded(m.to, superseded);
+          reject(err);
+        });
         void (async () => {
           let first = true;
           const send = async (c: SnapshotChunk, last: boolean) => {
@@ -491,6 +683,16 @@ export class PeerMesh {
   }
 }
 
+/** What a link asks of its mesh. */
+interface LinkHooks {
+  /** the stream broke: Raft is told the peer is unreachable */
+  unreachable(): void;
+  /** the metadata of a new call (this process's incarnation) */
+  metadata(): grpc.Metadata;
+  /** the peer refused a call as from an earlier start of this member */
+  superseded(details: string): void;
+}
+
 /** One outgoing Raft stream to a peer, with its bounded queue. */
 class Link {
   private queue: Uint8Array[] = [];
@@ -503,15 +705,18 @@ class Link {
   private down = false;
   readonly client: grpc.Client;
   readonly forwarder: Forwarder;
+  /** what single calls to the peer send and are told */
+  readonly calls: CallHooks;
 
   constructor(
     readonly member: MeshMember,
     client: grpc.Client,
     private readonly o: MeshOptions,
-    private readonly unreachable: () => void,
+    private readonly hooks: LinkHooks,
   ) {
     this.client = client;
-    this.forwarder = new Forwarder(member.id, client);
+    this.calls = { metadata: hooks.metadata, superseded: hooks.superseded };
+    this.forwarder = new Forwarder(member.id, client, this.calls);
     this.watchChannel(client.getChannel().getConnectivityState(false));
   }
 
@@ -584,25 +789,34 @@ class Link {
       setTimeout(() => this.flush(), this.retryAt - now);
       return null;
     }
-    const call = this.client.makeClientStreamRequest(PEER_SERVICE.raft.path, PEER_SERVICE.raft.requestSerialize, PEER_SERVICE.raft.responseDeserialize, (err) => {
+    const call = this.client.makeClientStreamRequest(PEER_SERVICE.raft.path, PEER_SERVICE.raft.requestSerialize, PEER_SERVICE.raft.responseDeserialize, this.hooks.metadata(), (err) => {
       if (this.call === call) this.call = null;
       this.waiting = false;
+      const superseded = err ? supersededDetails(err) : null;
+      if (superseded !== null) this.hooks.superseded(superseded);
       if (err && !this.closed) {
         this.retryAt = Date.now() + RECONNECT_MS;
         this.o.metrics.peerDropped.inc({ peer: this.member.id }, this.queue.length);
         this.queue = [];
-        // Once per outage, with what failed: a wrong address, a refused certificate, a peer down.
-        if (!this.down) {
+        // Once per outage, with what failed: a wrong address, a refused certificate, a peer
+        // down. (Told it is superseded, the process stops and says why: the peer was reached.)
+        if (!this.down && superseded === null) {
           this.down = true;
           this.o.log.warn({ event: 'peer_unreachable', peer: this.member.id, peer_addr: this.member.peer_addr, err: err.details || err.message },
             `member ${this.member.id} at ${this.member.peer_addr} cannot be reached: ${err.details || err.message}`);
         }
-        this.unreachable();
+        this.hooks.unreachable();
       }
     });
     this.call = call;
     return call;
   }
+}
+
+/** What a single call or a forwarding stream sends (this process's incarnation) and is told (that it is superseded). */
+interface CallHooks {
+  metadata(): grpc.Metadata;
+  superseded(details: string): void;
 }
 
 interface PendingForward {
@@ -630,10 +844,11 @@ class Forwarder {
   constructor(
     private readonly peer: NodeId,
     private readonly client: grpc.Client,
+    private readonly hooks: CallHooks,
   ) {}
 
   forward(operation: Uint8Array, timeoutMs: number): Promise<{ index: number; term: number }> {
-    if (Date.now() < this.unaryUntil) return callPropose(this.client, this.peer, { operation }, timeoutMs);
+    if (Date.now() < this.unaryUntil) return callPropose(this.client, this.peer, { operation }, timeoutMs, this.hooks);
     const call = this.call ?? this.open();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -655,7 +870,7 @@ class Forwarder {
   }
 
   private open(): grpc.ClientDuplexStream<ForwardRequest, ForwardReply> {
-    const call = this.client.makeBidiStreamRequest(PEER_SERVICE.forward.path, PEER_SERVICE.forward.requestSerialize, PEER_SERVICE.forward.responseDeserialize);
+    const call = this.client.makeBidiStreamRequest(PEER_SERVICE.forward.path, PEER_SERVICE.forward.requestSerialize, PEER_SERVICE.forward.responseDeserialize, this.hooks.metadata());
     call.on('data', (r: ForwardReply) => this.settle(r));
     call.on('error', () => undefined); // its status follows and says why
     call.on('status', (status: grpc.StatusObject) => this.ended(call, status));
@@ -677,6 +892,8 @@ class Forwarder {
   private ended(call: grpc.ClientDuplexStream<ForwardRequest, ForwardReply>, status: grpc.StatusObject): void {
     if (this.call !== call) return;
     this.call = null;
+    const superseded = supersededDetails(status);
+    if (superseded !== null) this.hooks.superseded(superseded);
     if (status.code !== grpc.status.UNIMPLEMENTED) {
       this.failAll(`the stream to the primary ${this.peer} ended: ${status.details || grpc.status[status.code]}`);
       return;
@@ -687,7 +904,7 @@ class Forwarder {
     this.pending.clear();
     for (const p of waiting) {
       clearTimeout(p.timer);
-      callPropose(this.client, this.peer, { operation: p.operation }, Math.max(1, p.deadline - Date.now())).then(p.resolve, p.reject);
+      callPropose(this.client, this.peer, { operation: p.operation }, Math.max(1, p.deadline - Date.now()), this.hooks).then(p.resolve, p.reject);
     }
   }
 
@@ -702,10 +919,12 @@ class Forwarder {
 }
 
 /** One Propose call: resolves with where the primary appended the proposal. */
-function callPropose(client: grpc.Client, leader: NodeId, request: ProposeRequest, timeoutMs: number): Promise<{ index: number; term: number }> {
+function callPropose(client: grpc.Client, leader: NodeId, request: ProposeRequest, timeoutMs: number, hooks: CallHooks): Promise<{ index: number; term: number }> {
   return new Promise((resolve, reject) => {
-    client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
+    client.makeUnaryRequest(PEER_SERVICE.propose.path, PEER_SERVICE.propose.requestSerialize, PEER_SERVICE.propose.responseDeserialize, request, hooks.metadata(), { deadline: Date.now() + timeoutMs }, (err, reply) => {
       if (err) {
+        const superseded = supersededDetails(err);
+        if (superseded !== null) hooks.superseded(superseded);
         const body = err.metadata?.get(ERROR_KEY)[0];
         reject(typeof body === 'string' ? refusalFrom(body, leader) : new ForwardFailed(`the primary ${leader} did not answer: ${err.details || err.message}`));
         return;
