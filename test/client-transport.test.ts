@@ -47,7 +47,10 @@ async function refusedPort(): Promise<number> {
 
 /** Rejects if `p` has not settled within `ms`: a test fails rather than hangs. */
 function within<T>(p: Promise<T>, ms: number): Promise<T> {
-  return Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms))]);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms)));
+  // Cleared once `p` settles: a timer left running would hold the test's process open.
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 async function lines(gen: AsyncGenerator<string>): Promise<{ got: string[]; err: unknown }> {

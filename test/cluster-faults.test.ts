@@ -228,7 +228,12 @@ t.test('a member put back from an older copy stops with what to do; one whose di
     cpSync(join(copy, part), join(c.dirs[lost]!, part), { recursive: true });
   }
   const stopped = await c.start(lost).then(
-    async (p) => ({ exit: await Promise.race([p.exited, sleep(20_000).then(() => null)]), output: p.output() }),
+    async (p) => {
+      let timer: NodeJS.Timeout | undefined;
+      const exit = await Promise.race([p.exited, new Promise<null>((r) => (timer = setTimeout(() => r(null), 20_000)))]);
+      clearTimeout(timer);
+      return { exit, output: p.output() };
+    },
     (err: Error) => ({ exit: { code: Number(/\(code (\d+)/.exec(err.message)?.[1] ?? NaN), signal: null }, output: err.message }));
   t.equal(stopped.exit?.code, 2, `it stops with exit status 2: ${stopped.output.slice(-400)}`);
   t.match(stopped.output, new RegExp(`member ${lost} stops: the primary ${leader} counts on index \\d+, which this member acknowledged, but its log in \\S+ ends at \\d+`));
