@@ -103,15 +103,24 @@ interface ProposeReply { index: unknown; term: unknown }
 interface ForwardRequest { id: unknown; operation: Uint8Array }
 interface ForwardReply { id: unknown; index: unknown; term: unknown; error: string }
 
+/**
+ * The encoded bytes as a Buffer, not copied: protobufjs writes a Buffer under Node.js
+ * already, and gRPC copies a message into its frame as it sends it. (A snapshot chunk
+ * is a megabyte; each copy is one more allocation outside the heap.)
+ */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 function method<Req, Res>(name: string, requestStream: boolean, req: protobuf.Type, res: protobuf.Type, responseStream = false): grpc.MethodDefinition<Req, Res> {
   return {
     path: `/apl.peer.v1.Peer/${name}`,
     requestStream,
     responseStream,
     originalName: name,
-    requestSerialize: (v: Req) => Buffer.from(req.encode(req.fromObject(v as object)).finish()),
+    requestSerialize: (v: Req) => asBuffer(req.encode(req.fromObject(v as object)).finish()),
     requestDeserialize: (b: Buffer) => req.decode(b) as unknown as Req,
-    responseSerialize: (v: Res) => Buffer.from(res.encode(res.fromObject(v as object)).finish()),
+    responseSerialize: (v: Res) => asBuffer(res.encode(res.fromObject(v as object)).finish()),
     responseDeserialize: (b: Buffer) => res.decode(b) as unknown as Res,
   };
 }
