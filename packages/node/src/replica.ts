@@ -1121,7 +1121,8 @@ export class Replica {
     const message = `member ${id} stops: ${peer} has heard from a later start of ${id} than this one (start ${this.starts} of ${this.opts.dataDir}): ${details}. `
       + `Two processes must never run as one member. If another process runs as ${id} (this data directory copied and started elsewhere), that one goes on and this one stops; `
       + `if this data directory was put back from an older copy, it must not rejoin as ${id}: remove it (DELETE /admin/v1/cluster/members/${id} at the primary), `
-      + 'then add a member with a new id and an empty data directory (docs/operations.md, "Backups").';
+      + 'then add a member with a new id and an empty data directory (docs/operations.md, "Backups"). '
+      + `(The starts are counted in ${join(this.opts.dataDir, 'lock')}: a directory whose lock/ was removed counts from 1 again.)`;
     this.failed = new Error(message);
     this.stopClocks();
     this.opts.log.fatal({ event: 'member_superseded', peer, starts: this.starts, details }, message);
