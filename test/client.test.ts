@@ -90,7 +90,13 @@ t.test('the usage read without an attestation fails locally and sends no request
   // The same client with an attestation for this call does reach the node.
   const u = await c.getUsage('usage_acme_llm', { attestation: att });
   t.equal(u.usage, 'usage_acme_llm');
-  t.equal(await agentRequests(), before + 1, 'the counter counts the agent plane\'s requests');
+  // The agent plane's thread counts a request when its answer has been written out
+  // ('finish'), which may come after the client has read the answer.
+  let counted = await agentRequests();
+  for (const deadline = Date.now() + 5_000; counted < before + 1 && Date.now() < deadline; counted = await agentRequests()) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  t.equal(counted, before + 1, 'the counter counts the agent plane\'s requests');
 });
 
 t.test('128-bit values above 2^64 round-trip as bigint, small ones included', async (t) => {
