@@ -10,11 +10,12 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { maxHeaderSize } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
+import { connect as netConnect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { gzipSync } from 'node:zlib';
 import { PublicProtocol } from 'paseto';
 import { ExportPublicKeyFactory, GenerateKeyPairFactory, SignFactory } from 'paseto/v4/public';
-import { OPENAPI_FILES } from '@apl/node';
+import { LINGER_MS, OPENAPI_FILES } from '@apl/node';
 import { parseJson } from '@apl/core';
 import {
   AGENT_A, AGENT_B, AGENT_UNBOUND, Client, EVIDENCE, Issuer, bootstrap, envelope, startTestNode, testCerts,
@@ -284,6 +285,71 @@ t.test('413 payload_too_large at once for a body declared over the limit, before
   t.match(answer, /\r\nconnection: close\r\n/i);
   t.same(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: 'payload_too_large', message: `The body is larger than the ${n.config.limits.body_bytes_max} bytes this node accepts (limits.body_bytes_max).` });
   t.equal(await digest(), before);
+});
+
+t.test('a client that sends the whole of a body over the limit reads the 413, never a reset', async (t) => {
+  const before = await digest();
+  // The answer goes out before the body is read. Closing at once would answer the body
+  // still arriving with a reset, which a client can see as a broken pipe before it has
+  // read the 413: one try in seven did, before the connection lingered.
+  const agent = new Agent({ ca: readFileSync(testCerts().ca), keepAlive: true, maxSockets: 1 });
+  t.teardown(() => agent.destroy());
+  const body = JSON.stringify(envelope(att, { transaction: txn('large'), justification: 'x'.repeat(32 * n.config.limits.body_bytes_max) }));
+  const u = new URL(n.node.agentUrl);
+  const outcomes: Record<string, number> = {};
+  for (let i = 0; i < 150; i++) {
+    const outcome = await new Promise<string>((resolve) => {
+      const req = httpsRequest({ host: u.hostname, port: Number(u.port), method: 'POST', path: INTENTS, agent, headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve(`${res.statusCode} ${String(res.headers.connection)} ${JSON.parse(Buffer.concat(chunks).toString('utf8')).error}`));
+        res.on('error', (err) => resolve(`response: ${err.message}`));
+      });
+      req.on('error', (err) => resolve(`request: ${err.message}`));
+      req.end(body);
+    });
+    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+  }
+  t.same(outcomes, { '413 close payload_too_large': 150 });
+  t.equal(await digest(), before, 'nothing is written');
+});
+
+t.test('the connection of an early 413 reads what the client still sends, and is cut LINGER_MS after the answer', async (t) => {
+  const host = new URL(n.node.agentUrl).host;
+  const u = new URL(n.node.agentUrl);
+  const declared = n.config.limits.body_bytes_max * 100;
+  // A client that keeps its side open when the node ends the connection (the TLS socket
+  // takes that from the TCP one it runs on).
+  const tcp = netConnect({ host: u.hostname, port: Number(u.port), allowHalfOpen: true });
+  const socket = tlsConnect({ socket: tcp, ca: readFileSync(testCerts().ca), servername: 'localhost' });
+  t.teardown(() => socket.destroy());
+  const errors: string[] = [];
+  socket.on('error', (err) => errors.push(err.message));
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  await new Promise((resolve) => socket.once('secureConnect', resolve));
+  socket.write(`POST ${INTENTS} HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n{"agent":`);
+  await new Promise((resolve) => socket.once('end', resolve));
+  const answered = Date.now();
+  const answer = Buffer.concat(chunks).toString('utf8');
+  t.match(answer, /^HTTP\/1\.1 413 Payload Too Large\r\n/, 'the answer, then the end of the connection');
+  t.match(answer, /\r\nconnection: close\r\n/i);
+  // The client has not read the answer yet and goes on sending: the node reads it, no reset.
+  for (let i = 0; i < 8; i++) {
+    socket.write('x'.repeat(64 * 1024));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  t.same(errors, [], 'the body sent after the answer is read, not refused with a reset');
+  // Past LINGER_MS the node has let the connection go: what the client sends then is refused.
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, answered + LINGER_MS + 500 - Date.now())));
+  const closed = socket.closed ? Promise.resolve() : new Promise((resolve) => socket.once('close', resolve));
+  let sent = 0;
+  for (; sent < 200 && errors.length === 0 && !socket.destroyed; sent++) {
+    socket.write('x'.repeat(1024));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  t.ok(errors.length > 0 || socket.destroyed, `the connection is cut once LINGER_MS has passed (${errors.join('; ') || 'closed'}, after ${sent} more writes)`);
+  await closed;
 });
 
 t.test('400 malformed_request: a number beyond any double is refused by name, not crashed on', async (t) => {

@@ -39,6 +39,32 @@ export function sendText(res: Response, status: number, text: string, type: stri
   else res.end(text, 'utf8');
 }
 
+/**
+ * How long a connection closed after an early answer goes on reading what the client
+ * still sends, before it is cut.
+ */
+export const LINGER_MS = 2_000;
+
+/**
+ * Closes the connection after this answer as RFC 9112 (section 9.6) asks of a server
+ * that answers before it has read the request: the answer goes out and then the end of
+ * the connection, and what the client still sends is read and thrown away until the
+ * client closes too, or for LINGER_MS at most. Node.js would destroy the socket as soon
+ * as the answer is written; the body still arriving would then be answered with a
+ * reset, which can reach the client before it has read the answer, so that it sees a
+ * broken pipe instead of the 413.
+ */
+function closeLingering(req: Request, res: Response): void {
+  res.setHeader('Connection', 'close');
+  const socket = req.socket;
+  // Node.js ends a connection whose answer says `Connection: close` with destroySoon().
+  socket.destroySoon = () => {
+    socket.end();
+    const cut = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+    socket.once('close', () => clearTimeout(cut));
+  };
+}
+
 /** Reads a JSON body losslessly (128-bit integers stay exact), refusing more than `limitBytes`. */
 export function jsonBody(limitBytes: number): RequestHandler[] {
   return [
@@ -49,7 +75,7 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
       const coding = req.headers['content-encoding'];
       const identity = coding === undefined || coding.toLowerCase() === 'identity';
       if (!identity || !(Number(req.headers['content-length'] ?? 0) > limitBytes)) return next();
-      res.setHeader('Connection', 'close');
+      closeLingering(req, res);
       next(tooLarge(limitBytes));
     },
     express.raw({ type: () => true, limit: limitBytes }),

@@ -17,3 +17,4 @@ export { Metrics } from './metrics.js';
 export { agentFrontEnd } from './agent-front.js';
 export type { AgentBackend, Answer } from './gateway.js';
 export { limitedServer } from './listener.js';
+export { LINGER_MS } from './http.js';
