@@ -140,6 +140,7 @@ const SHUTTING_DOWN = 'The node is shutting down; nothing was recorded. Resubmit
 const CANNOT_WRITE = 'The node cannot write its state; nothing was recorded. Resubmit to another replica.';
 const UNCONFIRMED_CHANGE = 'The membership change could not be confirmed in time; it may or may not have taken effect. GET /admin/v1/cluster shows the members in force.';
 const REMOVED_WRITE = 'This member was removed from the cluster; nothing was recorded. Send to another replica.';
+const STOPPED = 'The node stopped before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.';
 const REMOVED_READ = 'This member was removed from the cluster; it serves nothing, its state is no longer kept current. Send to another replica.';
 /** The record of a received store that holds the Raft configuration at its index (reconcile reads it). */
 const CONF_RECORD = 'raft/conf';
@@ -1081,10 +1082,20 @@ export class Replica {
 
   private fail(err: Error): void {
     if (this.failed) return;
+    this.halt(err, { event: 'replica_failed', err: err.message }, 'the replica stopped: its log or its state store cannot be written; it answers no writes until restarted',
+      'The node failed before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
+  }
+
+  /**
+   * Stops this replica where it is: its clocks stop, the reason is logged once, and every
+   * waiting request is answered 503 (`failAll`). A replica that must not come back as
+   * this member (`loseLog`, `supersede`) also tells `onFatal`, which ends the process.
+   */
+  private halt(err: Error, fields: Record<string, unknown>, message: string, why: string): void {
     this.failed = err;
     this.stopClocks();
-    this.opts.log.fatal({ event: 'replica_failed', err: err.message }, 'the replica stopped: its log or its state store cannot be written; it answers no writes until restarted');
-    this.failAll('The node failed before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
+    this.opts.log.fatal(fields, message);
+    this.failAll(why);
   }
 
   /**
@@ -1100,10 +1111,7 @@ export class Replica {
       + `but its log in ${this.opts.dataDir} ends at ${err.lastIndex}. Its data directory lost writes it had acknowledged (an older copy put back, `
       + `or a disk that dropped synced writes), so it must not rejoin as ${id}: remove it (DELETE /admin/v1/cluster/members/${id} at the primary), `
       + 'then add a member with a new id and an empty data directory (docs/operations.md, "Backups").';
-    this.failed = err;
-    this.stopClocks();
-    this.opts.log.fatal({ event: 'log_lost', acknowledged: err.acknowledged, last_index: err.lastIndex, leader: err.leader }, message);
-    this.failAll('The node stopped before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
+    this.halt(err, { event: 'log_lost', acknowledged: err.acknowledged, last_index: err.lastIndex, leader: err.leader }, message, STOPPED);
     this.opts.onFatal?.(message);
   }
 
@@ -1123,10 +1131,7 @@ export class Replica {
       + `if this data directory was put back from an older copy, it must not rejoin as ${id}: remove it (DELETE /admin/v1/cluster/members/${id} at the primary), `
       + 'then add a member with a new id and an empty data directory (docs/operations.md, "Backups"). '
       + `(The starts are counted in ${join(this.opts.dataDir, 'lock')}: a directory whose lock/ was removed counts from 1 again.)`;
-    this.failed = new Error(message);
-    this.stopClocks();
-    this.opts.log.fatal({ event: 'member_superseded', peer, starts: this.starts, details }, message);
-    this.failAll('The node stopped before the commit was confirmed; it may or may not have been recorded. Retry with the same transaction id on another replica, or read the transaction.');
+    this.halt(new Error(message), { event: 'member_superseded', peer, starts: this.starts, details }, message, STOPPED);
     this.opts.onFatal?.(message);
   }
 
