@@ -6,24 +6,13 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { run as runProcess, withoutApl } from './support/apl.js';
 import { REPO } from './support/process.js';
 
 const run = (script: string, ...args: string[]) => {
   const r = spawnSync(process.execPath, [join(REPO, script), ...args], { encoding: 'utf8', timeout: 60_000 });
   return { code: r.status, out: r.stdout, err: r.stderr };
 };
-
-/** run, without holding this process while the script runs: several can run at once. */
-const runAsync = (script: string, ...args: string[]): Promise<{ code: number | null; out: string; err: string }> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(REPO, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, out, err }));
-  });
 
 t.test('npm run bench -- --help names every benchmark', async (t) => {
   const r = run('scripts/bench.mjs', '--help');
@@ -76,22 +65,22 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/chaos/main.js', ['--agents', 'many'], '--agents many: expected a whole number of at least 1'],
   ];
   // Each script starts a Node.js process that refuses at once: three run at a time.
-  const results: Awaited<ReturnType<typeof runAsync>>[] = new Array(cases.length);
+  const results: Awaited<ReturnType<typeof runProcess>>[] = new Array(cases.length);
   let next = 0;
   const worker = async () => {
     while (next < cases.length) {
       const i = next++;
       const [script, args] = cases[i]!;
-      results[i] = await runAsync(script, ...args);
+      results[i] = await runProcess(process.execPath, [join(REPO, script), ...args], withoutApl());
     }
   };
   await Promise.all([worker(), worker(), worker()]);
   for (const [i, [script, args, why]] of cases.entries()) {
     const r = results[i]!;
     t.equal(r.code, 2, `${script} ${args.join(' ')}: exit code`);
-    t.match(r.err, why, 'says why');
-    t.match(r.err, '(--help lists the options)', 'points to --help');
-    t.equal(r.out, '', 'printed nothing else: nothing started');
+    t.match(r.stderr, why, 'says why');
+    t.match(r.stderr, '(--help lists the options)', 'points to --help');
+    t.equal(r.stdout, '', 'printed nothing else: nothing started');
   }
 });
 
