@@ -8,7 +8,7 @@
 // after an election timeout (not the commit timeout); a proposal made during a leadership transfer is recorded
 // (by the new primary, or here if the transfer fails); a removed member refuses every
 // read, and its id is never added back.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -405,4 +405,31 @@ t.test('a removed member refuses every read, and its id is never added back', as
   const after = primary.replica.status();
   t.same([after.lastIndex, after.conf], [before.lastIndex, before.conf], 'nothing was appended, the configuration is unchanged');
   t.same(after.conf.removed, [gone.id], 'which remembers the removed id');
+});
+
+t.test('a MEMBERS file the member cannot write is logged, and the membership change applies all the same', async (t) => {
+  const { all, until } = await openMembers(t, 'members-file-test');
+  const primary = await primaryOf(all, until);
+  const blocked = all.find((m) => m !== primary)!;
+  const gone = all.find((m) => m !== primary && m !== blocked)!;
+  const members = (m: Member) => JSON.parse(readFileSync(join(m.dir, 'MEMBERS'), 'utf8')) as { voters: string[]; removed: string[] };
+  const before = readFileSync(join(blocked.dir, 'MEMBERS'), 'utf8');
+  t.same(members(blocked).voters, ['n1', 'n2', 'n3'], 'the member wrote MEMBERS when it opened');
+  // Its temporary file cannot be written: a directory stands in its place.
+  mkdirSync(join(blocked.dir, 'MEMBERS.tmp'));
+
+  const { index: removal } = await primary.replica.changeMembership({ type: 'remove', node: gone.id });
+  // The MEMBERS file is written once the removal's batch has landed in the store.
+  await until('the member applied the removal', () => blocked.events.some((e) => e.event === 'membership_applied' && e.index === removal));
+  const warned = blocked.events.filter((e) => e.event === 'members_file_failed');
+  t.equal(warned.length, 1, 'the failed write is logged once');
+  t.match(warned[0], { level: 'warn', err: /EISDIR/, msg: 'the MEMBERS file of the data directory was not written' });
+  t.equal(readFileSync(join(blocked.dir, 'MEMBERS'), 'utf8'), before, 'its MEMBERS is left as it was');
+  t.equal(blocked.replica.membership(), null, 'the member goes on as a member');
+  await blocked.replica.readBarrier();
+  t.pass('and serves a linearizable read');
+  await until('the primary wrote its MEMBERS', () => members(primary).voters.length === 2);
+  const written = members(primary);
+  t.same([[...written.voters].sort(), written.removed], [[primary.id, blocked.id].sort(), [gone.id]], 'a member that can write it has the membership in force');
+  t.notOk(primary.events.some((e) => e.event === 'members_file_failed'), 'and logged no failure');
 });
