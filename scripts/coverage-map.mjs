@@ -9,6 +9,6 @@
 //   coverage on this host between them, for paths the in-process tests and the other
 //   process tests cover (and a process killed with SIGKILL records no coverage).
 // Every other test file records coverage of every file (an empty list).
-const UNCOVERED = /^(packages\/raft\/src\/sim\/(seeds-[a-z]|mutants)|test\/(cluster-deploy|crash|cluster-membership))\.test\.ts$/;
+const UNCOVERED = /^(packages\/raft\/src\/sim\/(seeds-[a-z]|mutants)|test\/system\/(cluster-deploy|crash|cluster-membership))\.test\.ts$/;
 
 export default (testFile) => (UNCOVERED.test(testFile) ? null : []);

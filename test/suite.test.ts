@@ -1,15 +1,18 @@
-// Proves the test suite's own configuration (.taprc) holds: the files it runs alone
-// exist, and every file that starts a cluster is among them. Files not listed run two
-// at a time, where a cluster's elections and failovers would be timed against another
-// test's load.
+// Proves the test suite's own configuration (.taprc) holds: what it runs alone exists,
+// every file that starts a cluster is among it, and tap runs those files after all the
+// others. Files not run alone run two at a time, where a cluster's elections and
+// failovers would be timed against another test's load; and a file run alone between
+// two others makes the pair before it finish first, leaving a CPU idle meanwhile.
 import t from 'tap';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 
 const ROOT = new URL('..', import.meta.url).pathname;
+const ALONE = 'test/system';
 
 /** The entries of .taprc's `serial:` list. */
-function serialFiles(): string[] {
+function serialEntries(): string[] {
   const lines = readFileSync(join(ROOT, '.taprc'), 'utf8').split('\n');
   const start = lines.indexOf('serial:');
   const out: string[] = [];
@@ -21,17 +24,31 @@ function serialFiles(): string[] {
   return out;
 }
 
-t.test('the files .taprc runs alone exist', async (t) => {
-  const serial = serialFiles();
-  t.ok(serial.length > 0, `.taprc lists ${serial.length} files to run alone`);
-  for (const f of serial) t.ok(existsSync(join(ROOT, f)), `${f} exists`);
+/** Every `*.test.ts` under `dir`, relative to the repository, leaving out compiled output. */
+function testFiles(dir: string): string[] {
+  return readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.test.ts') && !f.startsWith('dist/'))
+    .map((f) => relative(ROOT, join(ROOT, dir, f)));
+}
+
+t.test('.taprc runs the files under test/system alone, and they exist', async (t) => {
+  t.same(serialEntries(), [ALONE], `.taprc's serial list is the one directory ${ALONE}`);
+  t.ok(existsSync(join(ROOT, ALONE)), `${ALONE} exists`);
+  t.ok(testFiles(ALONE).length >= 20, `${ALONE} holds ${testFiles(ALONE).length} test files`);
 });
 
 t.test('every test file that starts a cluster runs alone', async (t) => {
-  const serial = new Set(serialFiles());
-  const clusters = readdirSync(join(ROOT, 'test'))
-    .filter((f) => f.endsWith('.test.ts'))
-    .filter((f) => /\b(startCluster|runChaos)\(/.test(readFileSync(join(ROOT, 'test', f), 'utf8')));
+  const clusters = testFiles('test').filter((f) => /\b(startCluster|runChaos)\(/.test(readFileSync(join(ROOT, f), 'utf8')));
   t.ok(clusters.length >= 9, `${clusters.length} files start clusters`);
-  for (const f of clusters) t.ok(serial.has(`test/${f}`), `test/${f} is in .taprc's serial list`);
+  for (const f of clusters) t.ok(f.startsWith(`${ALONE}/`), `${f} is under ${ALONE}`);
+});
+
+t.test('tap runs the files that run alone after every other file', async (t) => {
+  const listed = spawnSync(join(ROOT, 'node_modules/.bin/tap'), ['list'], { cwd: ROOT, encoding: 'utf8' });
+  t.equal(listed.status, 0, listed.stderr);
+  const order = listed.stdout.trim().split('\n');
+  const first = order.findIndex((f) => f.startsWith(`${ALONE}/`));
+  t.ok(first > 0, `tap lists ${order.length} files, the first under ${ALONE} at ${first}`);
+  t.same(order.slice(first).filter((f) => !f.startsWith(`${ALONE}/`)), [], `no other file comes after the first under ${ALONE}`);
+  t.equal(order.length - first, testFiles(ALONE).length, `the last ${order.length - first} are all of ${ALONE}`);
 });

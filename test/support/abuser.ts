@@ -1,5 +1,5 @@
 /**
- * The abusers of test/overload.test.ts, in a process of their own so that their work
+ * The abusers of test/system/overload.test.ts, in a process of their own so that their work
  * never delays the measuring process's clock or sockets: one agent flooding the intent
  * route closed loop (`flood` requests in flight, ignoring Retry-After), and `lorises`
  * slow-loris connections that open TLS, start a request and trickle its headers one

@@ -16,13 +16,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canonicalJson, parseJson, verifyExport } from '@apl/core';
 import { seededRandom } from '@apl/raft';
-import { contract } from './support/contract.js';
+import { contract } from '../support/contract.js';
 import {
   AGENT_A, AGENT_B, Client, EVIDENCE, Issuer, TOKENS, bootstrap, testCerts,
   type Response, type TestNode,
-} from './support/node.js';
-import { RawClient, type RawResponse } from './support/raw.js';
-import { MAIN_JS, nodeEnv, spawnNode, staleBuild, type NodeProcess } from './support/process.js';
+} from '../support/node.js';
+import { RawClient, type RawResponse } from '../support/raw.js';
+import { MAIN_JS, nodeEnv, spawnNode, staleBuild, type NodeProcess } from '../support/process.js';
 
 t.setTimeout(150_000);
 

@@ -7,7 +7,7 @@
 // in time. It also proves the run was not idle: intents were judged and read, and the
 // nemesis really acted.
 import t from 'tap';
-import { runChaos } from './chaos/harness.js';
+import { runChaos } from '../chaos/harness.js';
 
 t.setTimeout(240_000);
 

@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TOKENS, testCerts } from './support/node.js';
-import { nodeEnv, spawnNode } from './support/process.js';
+import { TOKENS, testCerts } from '../support/node.js';
+import { nodeEnv, spawnNode } from '../support/process.js';
 
 t.test('SIGTERM under a steady load on kept-alive connections: the node exits while its clients still send', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'apl-graceful-'));

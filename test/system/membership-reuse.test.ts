@@ -7,7 +7,7 @@
 //   there is refused with the removal message, as a write is: linearizable or local,
 //   on either plane (its state is no longer kept current).
 import t from 'tap';
-import { startCluster, type Member } from './support/cluster.js';
+import { startCluster, type Member } from '../support/cluster.js';
 
 t.setTimeout(120_000);
 

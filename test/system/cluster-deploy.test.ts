@@ -16,9 +16,9 @@ import { basename, join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
 import { ConfigSchema } from '@apl/node';
-import { NODE_FLAGS, REPO, nodeEnv, spawnNode } from './support/process.js';
-import { TOKENS, startTestNode, testCerts } from './support/node.js';
-import { runApl } from './support/apl.js';
+import { NODE_FLAGS, REPO, nodeEnv, spawnNode } from '../support/process.js';
+import { TOKENS, startTestNode, testCerts } from '../support/node.js';
+import { runApl } from '../support/apl.js';
 
 t.setTimeout(180_000);
 

@@ -11,8 +11,8 @@ import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { verifyExport } from '@apl/core';
-import { AGENT_A, TOKENS, bootstrap, envelope } from './support/node.js';
-import { startCluster, type Cluster } from './support/cluster.js';
+import { AGENT_A, TOKENS, bootstrap, envelope } from '../support/node.js';
+import { startCluster, type Cluster } from '../support/cluster.js';
 
 // Seven clusters of three processes, one after another.
 t.setTimeout(240_000);

@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { AdminClient, type FeedRecord } from '@apl/client';
-import { AGENT_A, TOKENS, bootstrap, envelope, testCerts } from './support/node.js';
-import { startCluster } from './support/cluster.js';
+import { AGENT_A, TOKENS, bootstrap, envelope, testCerts } from '../support/node.js';
+import { startCluster } from '../support/cluster.js';
 
 t.setTimeout(120_000);
 

@@ -10,10 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseJson } from '@apl/client';
 import { EXIT } from '@apl/cli';
-import { run, runApl, withoutApl } from './support/apl.js';
-import { startCluster, type Cluster } from './support/cluster.js';
-import { PRINCIPALS, testCerts } from './support/node.js';
-import { REPO, nodeEnv, spawnNode, type NodeProcess } from './support/process.js';
+import { run, runApl, withoutApl } from '../support/apl.js';
+import { startCluster, type Cluster } from '../support/cluster.js';
+import { PRINCIPALS, testCerts } from '../support/node.js';
+import { REPO, nodeEnv, spawnNode, type NodeProcess } from '../support/process.js';
 
 t.setTimeout(180_000);
 

@@ -12,8 +12,8 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { messageCodec, type Message } from '@apl/raft';
 import { CERT_SCRIPT, PEER_SERVICE } from '@apl/node';
-import { testCerts, TOKENS } from './support/node.js';
-import { startCluster } from './support/cluster.js';
+import { testCerts, TOKENS } from '../support/node.js';
+import { startCluster } from '../support/cluster.js';
 
 const certs = testCerts();
 const other = mkdtempSync(join(tmpdir(), 'apl-other-ca-'));
@@ -50,7 +50,7 @@ function sendRaft(addr: string, identity: string, encoded: Uint8Array[]): Promis
 }
 
 async function refusedCount(adminUrl: string, reason: string): Promise<number> {
-  const { Client } = await import('./support/node.js');
+  const { Client } = await import('../support/node.js');
   const c = new Client(adminUrl, certs.ca);
   const r = await c.request('GET', '/metrics', { token: TOKENS.operator });
   c.close();

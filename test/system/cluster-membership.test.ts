@@ -15,8 +15,8 @@ import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
 import { verifyExport } from '@apl/core';
 import { PEER_SERVICE } from '@apl/node';
-import { AGENT_A, bootstrap, envelope, testCerts, TOKENS } from './support/node.js';
-import { startCluster, type Cluster, type Member } from './support/cluster.js';
+import { AGENT_A, bootstrap, envelope, testCerts, TOKENS } from '../support/node.js';
+import { startCluster, type Cluster, type Member } from '../support/cluster.js';
 
 t.setTimeout(240_000);
 

@@ -16,11 +16,11 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { percentile } from './bench/support/load.js';
-import { startBenchServer } from './bench/support/server.js';
-import { bootstrapWorkload, type AgentFixture } from './bench/support/workload.js';
-import type { AbuseReport, AbuseSpec } from './support/abuser.js';
-import { REPO } from './support/process.js';
+import { percentile } from '../bench/support/load.js';
+import { startBenchServer } from '../bench/support/server.js';
+import { bootstrapWorkload, type AgentFixture } from '../bench/support/workload.js';
+import type { AbuseReport, AbuseSpec } from '../support/abuser.js';
+import { REPO } from '../support/process.js';
 
 /** The compiled abuser (npm test builds before it tests). */
 const ABUSER = join(REPO, 'test/dist/support/abuser.js');

@@ -6,8 +6,8 @@
 // replica's export verifies.
 import t from 'tap';
 import { verifyExport } from '@apl/core';
-import { AGENT_A, bootstrap, envelope } from './support/node.js';
-import { startCluster, type Cluster } from './support/cluster.js';
+import { AGENT_A, bootstrap, envelope } from '../support/node.js';
+import { startCluster, type Cluster } from '../support/cluster.js';
 
 async function digests(c: Cluster, ids: string[]): Promise<Record<string, { digest: string; state_hash: string; applied_index: number }>> {
   const out: Record<string, { digest: string; state_hash: string; applied_index: number }> = {};

@@ -14,7 +14,7 @@ import t from 'tap';
 import { createLogger } from '@apl/node';
 import { Level } from 'level';
 import { confState, LevelLogStore } from '@apl/raft';
-import { AGENT_A, EVIDENCE, bootstrap, envelope, startTestNode } from './support/node.js';
+import { AGENT_A, EVIDENCE, bootstrap, envelope, startTestNode } from '../support/node.js';
 
 t.test('a restarted node applies nothing its store already holds', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'apl-restart-'));

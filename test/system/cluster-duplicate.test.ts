@@ -7,9 +7,9 @@
 // intents throughout.
 import { cpSync, rmSync } from 'node:fs';
 import t from 'tap';
-import { AGENT_A, bootstrap, envelope } from './support/node.js';
-import { freePort, startCluster } from './support/cluster.js';
-import type { NodeProcess } from './support/process.js';
+import { AGENT_A, bootstrap, envelope } from '../support/node.js';
+import { freePort, startCluster } from '../support/cluster.js';
+import type { NodeProcess } from '../support/process.js';
 
 t.setTimeout(120_000);
 

@@ -12,7 +12,7 @@ import t from 'tap';
 import { canonicalJson, type Operation } from '@apl/core';
 import { EVIDENCE, Harness, intent, OPERATOR } from '@apl/core/testing';
 import { applyBatch, LedgerStore } from '@apl/node';
-import { REPO } from './support/process.js';
+import { REPO } from '../support/process.js';
 
 const CHILD = join(REPO, 'test/dist/support/snapshot-child.js');
 const dirs: string[] = [];
