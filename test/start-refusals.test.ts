@@ -65,8 +65,10 @@ t.test('a certificate its peers or clients would refuse: exit 2 naming tls.cert'
   // An expired certificate with its own key (openssl takes a negative -days).
   const key = join(dir, 'expired-key.pem');
   const cert = join(dir, 'expired.pem');
-  const made = spawnSync('bash', ['-c', `openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ${key} -subj /CN=n1 2>/dev/null `
-    + `| openssl x509 -req -signkey ${key} -days -1 -out ${cert} 2>/dev/null`], { encoding: 'utf8' });
+  // The request is written to a file first: x509 reads the key, which req writes.
+  const csr = join(dir, 'expired.csr');
+  const made = spawnSync('bash', ['-c', `openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ${key} -subj /CN=n1 -out ${csr} 2>/dev/null `
+    + `&& openssl x509 -req -in ${csr} -signkey ${key} -days -1 -out ${cert} 2>/dev/null`], { encoding: 'utf8' });
   t.equal(made.status, 0, made.stderr);
   const expired = start(nodeEnv(join(dir, 'expired'), { APL_TLS_CERT: cert, APL_TLS_KEY: key }));
   t.equal(expired.status, 2, expired.stderr);
