@@ -85,6 +85,12 @@ t.test('a certificate its peers or clients would refuse: exit 2 naming tls.cert'
   const missing = start(nodeEnv(join(dir, 'missing'), { APL_TLS_CA: join(dir, 'nowhere', 'ca.pem'), APL_DEV_SETUP: 'false' }));
   t.equal(missing.status, 2, missing.stderr);
   t.match(missing.stderr.trim(), new RegExp(`^tls\\.ca: ${join(dir, 'nowhere', 'ca.pem')} cannot be read \\(ENOENT\\); put it there, or make development certificates: certs/dev-certs\\.sh ${join(dir, 'nowhere')} <node_id>`));
+  t.notOk(existsSync(join(dir, 'missing')), 'no data directory was made');
+  // With the development setup on, a file configured is not one it makes: the same refusal.
+  const configured = start(nodeEnv(join(dir, 'configured'), { APL_TLS_CERT: join(dir, 'nowhere', 'n1.pem'), APL_DEV_SETUP: 'true' }));
+  t.equal(configured.status, 2, configured.stderr);
+  t.match(configured.stderr.trim(), new RegExp(`^tls\\.cert: ${join(dir, 'nowhere', 'n1.pem')} cannot be read \\(ENOENT\\)`));
+  t.notOk(existsSync(join(dir, 'configured')), 'no data directory was made');
 });
 
 t.test('a data directory a running node holds: refused before the development setup writes into it', async (t) => {

@@ -23,15 +23,23 @@ const DEV_PRINCIPALS: [string, AdminPrincipal['roles']][] = [
   ['dev-approver', ['approver']],
 ];
 
+/**
+ * Whether the development setup will make the TLS files: it is on, no file is
+ * configured (they go in the data directory), and one of them is missing. Files it
+ * will not make must be there and usable before the data directory is touched.
+ */
+export function devSetupMakesTls(c: Config): boolean {
+  if (!c.dev_setup || c.tls.cert !== null || c.tls.key !== null || c.tls.ca !== null) return false;
+  const tls = tlsFiles(c);
+  return [tls.ca, tls.cert, tls.key].some((f) => !existsSync(f));
+}
+
 /** Makes what a first start needs; returns what it made, for the banner. */
 export function devSetup(c: Config): string[] {
   if (!c.dev_setup) return [];
   const made: string[] = [];
   const tls = tlsFiles(c);
-  if (!existsSync(tls.cert) || !existsSync(tls.key) || !existsSync(tls.ca)) {
-    if (c.tls.cert !== null || c.tls.key !== null || c.tls.ca !== null) {
-      throw new ConfigError(`tls: the configured files do not exist (${[tls.ca, tls.cert, tls.key].filter((f) => !existsSync(f)).join(', ')})`);
-    }
+  if (devSetupMakesTls(c)) {
     execFileSync('bash', [CERT_SCRIPT, dirname(tls.cert), c.node_id], { stdio: ['ignore', 'ignore', 'inherit'] });
     made.push(`development CA and certificate in ${dirname(tls.cert)}`);
   }

@@ -2,13 +2,12 @@
  * The server process, once main.ts has checked the runtime: configuration, first-start
  * development setup, the node, and a graceful stop on SIGINT and SIGTERM.
  */
-import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { Status } from '@apl/raft';
 import { ConfigError, envName, listeners, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
 import { DataDirLock } from './data-lock.js';
-import { devSetup, loadPrincipals } from './devsetup.js';
+import { devSetup, devSetupMakesTls, loadPrincipals } from './devsetup.js';
 import { certificateMember, readTls, startNode, type RunningNode } from './node.js';
 
 const USAGE = `usage: node packages/node/dist/main.js [--config <file.json>]
@@ -42,10 +41,10 @@ async function main(): Promise<void> {
     return;
   }
   config = loadConfig({ file: values.config });
-  // TLS files given are checked before the data directory is touched; those the
-  // development setup makes are checked as the node starts.
-  const files = tlsFiles(config);
-  if ([files.ca, files.cert, files.key].every((f) => existsSync(f))) readTls(files, certificateMember(config));
+  // The TLS files are checked before the data directory is touched (a refused start
+  // leaves nothing behind), except those the development setup is about to make in it,
+  // which are checked as the node starts.
+  if (!devSetupMakesTls(config)) readTls(tlsFiles(config), certificateMember(config));
   // A port another process holds is found before the data directory is made or
   // written: a refused start leaves nothing behind. (The node binds them for good later.)
   await portsFree(config);
