@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO } from '../support/process.js';
+import { REPO } from './support/process.js';
 
 t.setTimeout(120_000);
 

@@ -3,7 +3,7 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { REPO } from '../support/process.js';
+import { REPO } from './support/process.js';
 
 t.test('the wake benchmark prints a row per handoff', async (t) => {
   const r = spawnSync(process.execPath, [join(REPO, 'test/dist/bench/wake.bench.js'), '--count', '500'], { encoding: 'utf8', timeout: 60_000 });
