@@ -7,7 +7,8 @@
 // over only to a member that is not stopping, and closing every member at once ends
 // after an election timeout (not the commit timeout); a proposal made during a leadership transfer is recorded
 // (by the new primary, or here if the transfer fails); a removed member refuses every
-// read, and its id is never added back.
+// read, and its id is never added back; a MEMBERS file a member cannot write is logged,
+// and the change applies all the same.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
