@@ -7,21 +7,14 @@ import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { parse } from 'yaml';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const ALONE = 'test/system';
 
-/** The entries of .taprc's `serial:` list. */
+/** The entries of .taprc's `serial:` list (.taprc is YAML, as tap reads it). */
 function serialEntries(): string[] {
-  const lines = readFileSync(join(ROOT, '.taprc'), 'utf8').split('\n');
-  const start = lines.indexOf('serial:');
-  const out: string[] = [];
-  for (const line of lines.slice(start + 1)) {
-    const m = /^ {2}- (\S+)$/.exec(line);
-    if (!m) break;
-    out.push(m[1]!);
-  }
-  return out;
+  return (parse(readFileSync(join(ROOT, '.taprc'), 'utf8')) as { serial?: string[] }).serial ?? [];
 }
 
 /** Every `*.test.ts` under `dir`, relative to the repository, leaving out compiled output. */
