@@ -6,8 +6,14 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { run as runProcess, withoutApl } from './support/apl.js';
 import { REPO } from './support/process.js';
+
+/** Loaded into a script, lists the modules it loads (support/loaded-modules.ts). */
+const LOADED_MODULES = pathToFileURL(join(REPO, 'test/dist/support/loaded-modules.js')).href;
+/** What a refusal need not load: the ledger's packages, gRPC, the attestation library, the HTTP client. */
+const HEAVY = /\/packages\/(core|raft|node|client)\/|\/node_modules\/(undici|paseto|@grpc|protobufjs|zod|express)\//;
 
 const run = (script: string, ...args: string[]) => {
   const r = spawnSync(process.execPath, [join(REPO, script), ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -65,13 +71,16 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/chaos/main.js', ['--agents', 'many'], '--agents many: expected a whole number of at least 1'],
   ];
   // Each script starts a Node.js process that refuses at once: three run at a time.
+  // Each lists the modules it loaded (support/loaded-modules.ts).
+  const listed = mkdtempSync(join(tmpdir(), 'apl-loaded-'));
+  t.teardown(() => rmSync(listed, { recursive: true, force: true }));
   const results: Awaited<ReturnType<typeof runProcess>>[] = new Array(cases.length);
   let next = 0;
   const worker = async () => {
     while (next < cases.length) {
       const i = next++;
       const [script, args] = cases[i]!;
-      results[i] = await runProcess(process.execPath, [join(REPO, script), ...args], withoutApl());
+      results[i] = await runProcess(process.execPath, [`--import=${LOADED_MODULES}`, join(REPO, script), ...args], { ...withoutApl(), TEST_LOADED_MODULES: join(listed, `${i}.txt`) });
     }
   };
   await Promise.all([worker(), worker(), worker()]);
@@ -81,6 +90,9 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     t.match(r.stderr, why, 'says why');
     t.match(r.stderr, '(--help lists the options)', 'points to --help');
     t.equal(r.stdout, '', 'printed nothing else: nothing started');
+    const loaded = readFileSync(join(listed, `${i}.txt`), 'utf8').split('\n').filter((u) => u !== '');
+    t.ok(loaded.some((u) => u.endsWith(script.replace(/^test\/dist\//, '/'))), 'the list of loaded modules has the script itself');
+    t.same(loaded.filter((u) => HEAVY.test(u)), [], "and none of the node's packages or the load generator's client: refused before they load");
   }
 });
 

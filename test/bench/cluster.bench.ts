@@ -25,14 +25,12 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Pool } from 'undici';
-import { startCluster, type Cluster } from '../support/cluster.js';
-import { TOKENS, testCerts } from '../support/node.js';
-import { runLoad, type LoadStats } from './support/load.js';
+import type { Cluster } from '../support/cluster.js';
+import type { LoadStats } from './support/load.js';
 import { ScriptArgs } from '../support/args.js';
+import { cpuSeconds, residentBytes } from './support/proc.js';
 import { printSummary, summarize } from './support/profile.js';
-import { SERVER_DEFAULTS, cpuSeconds, parseGauges, residentBytes } from './support/server.js';
-import { Mix, bootstrapWorkload, type Fixtures } from './support/workload.js';
+import type { Fixtures } from './support/workload.js';
 
 const USAGE = `npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5]
                          [--to all|primary] [--profile] [--json out.json]
@@ -54,6 +52,13 @@ const parties = args.int('parties', 1);
 const kills = args.int('kills');
 if (a.to !== 'all' && a.to !== 'primary') args.refuse(`--to ${a.to}: expected all or primary`);
 if (a.main !== undefined && !existsSync(a.main)) args.refuse(`--main ${a.main}: no such file`);
+// The options are good: now what the run needs (the node's packages among them).
+const { Pool } = await import('undici');
+const { startCluster } = await import('../support/cluster.js');
+const { TOKENS, testCerts } = await import('../support/node.js');
+const { runLoad } = await import('./support/load.js');
+const { SERVER_DEFAULTS, parseGauges } = await import('./support/server.js');
+const { Mix, bootstrapWorkload } = await import('./support/workload.js');
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;

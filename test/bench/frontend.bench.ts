@@ -22,12 +22,12 @@ import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ScriptArgs } from '../support/args.js';
-import { testCerts } from '../support/node.js';
 import { killOnExit, removeOnExit } from '../support/cleanup.js';
 import { FRONTEND_KINDS, kindOfRequest, type FrontendKind } from './support/frontend-kinds.js';
-import { runLoad, type LoadStats } from './support/load.js';
-import { SERVER_ARGS, cpuSeconds, serverOptions, startBenchServer } from './support/server.js';
-import { Mix, bootstrapWorkload, type BenchRequest, type Fixtures } from './support/workload.js';
+import type { LoadStats } from './support/load.js';
+import { cpuSeconds } from './support/proc.js';
+import { SERVER_ARGS, serverOptions } from './support/server-args.js';
+import type { BenchRequest, Fixtures, Mix as MixType } from './support/workload.js';
 
 const USAGE = `npm run bench -- frontend [--concurrency 64] [--seconds 15] [--parties 64]
                          [--out bench-results] [--label name] [--json out.json]
@@ -46,6 +46,11 @@ const concurrency = args.int('concurrency', 1);
 const seconds = args.int('seconds', 1);
 const parties = args.int('parties', 1);
 const serverOpts = serverOptions(a, (why) => args.refuse(why));
+// The options are good: now what the run needs (the node's packages among them).
+const { testCerts } = await import('../support/node.js');
+const { runLoad } = await import('./support/load.js');
+const { startBenchServer } = await import('./support/server.js');
+const { Mix, bootstrapWorkload } = await import('./support/workload.js');
 
 /** The mix, keeping the first answer 200 of each kind of request. */
 class SamplingMix extends Mix {
@@ -64,7 +69,7 @@ interface Row extends LoadStats {
 }
 
 /** Runs the mix against `url` and reads the CPU `pid` spent per request meanwhile. */
-async function measure(what: string, url: string, pid: number, mix: Mix): Promise<Row> {
+async function measure(what: string, url: string, pid: number, mix: MixType): Promise<Row> {
   const ca = testCerts().ca;
   await runLoad({ urls: [url], ca, concurrency: 16, durationMs: 3000, mix }); // warm-up: JIT, connections
   const [before, mainBefore] = [cpuSeconds(pid), cpuSeconds(pid, pid)];

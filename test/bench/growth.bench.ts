@@ -30,12 +30,12 @@
  */
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { Client, TOKENS } from '../support/node.js';
-import { runLoad, type LoadStats } from './support/load.js';
-import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
+import type { LoadStats } from './support/load.js';
+import type { SchedSpan } from './support/sched.js';
 import { ScriptArgs } from '../support/args.js';
-import { SERVER_ARGS, countsSince, fsyncsSince, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges, type ThreadCpu } from './support/server.js';
-import { Mix, bootstrapWorkload } from './support/workload.js';
+import { SERVER_ARGS, serverOptions } from './support/server-args.js';
+import type { ThreadCpu } from './support/proc.js';
+import type { Gauges } from './support/server.js';
 
 const USAGE = `npm run bench -- growth [--intents 1000000] [--window 100000] [--concurrency 64] [--warmup 2000] [--parties 256]
                         [--json out.json] [--main /other/checkout/packages/node/dist/main.js] [--wal-dir /other/device/dir]
@@ -58,6 +58,12 @@ const warmupIntents = args.int('warmup');
 const concurrency = args.int('concurrency', 1);
 const parties = args.int('parties', 1);
 const serverOpts = serverOptions(a, (why) => args.refuse(why));
+// The options are good: now what the run needs (the node's packages among them).
+const { Client, TOKENS } = await import('../support/node.js');
+const { runLoad } = await import('./support/load.js');
+const { SchedSampler, describeSpan } = await import('./support/sched.js');
+const { countsSince, fsyncsSince, startBenchServer, storeBackgroundWrites } = await import('./support/server.js');
+const { Mix, bootstrapWorkload } = await import('./support/workload.js');
 
 const server = await startBenchServer(serverOpts);
 const sched = new SchedSampler(server.proc.pid);

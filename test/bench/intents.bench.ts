@@ -44,13 +44,14 @@ import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
-import { runLoad, runOpenLoop, type LoadStats, type OpenLoopStats } from './support/load.js';
-import { SchedSampler, describeSpan, type SchedSpan } from './support/sched.js';
+import type { LoadStats, OpenLoopStats } from './support/load.js';
+import type { SchedSpan } from './support/sched.js';
 import { printAllocations, printSummary, summarizeAllocations, summarize } from './support/profile.js';
 import { ScriptArgs } from '../support/args.js';
 import { removeOnExit } from '../support/cleanup.js';
-import { SERVER_ARGS, countsSince, cpuPerRequestByThread, fsyncsSince, newestProfile, serverOptions, startBenchServer, storeBackgroundWrites, type Gauges } from './support/server.js';
-import { Mix, bootstrapWorkload } from './support/workload.js';
+import { SERVER_ARGS, serverOptions } from './support/server-args.js';
+import { cpuPerRequestByThread } from './support/proc.js';
+import type { Gauges } from './support/server.js';
 
 const USAGE = `npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
                          [--runtime /path/to/node] [--profile] [--alloc-profile] [--out bench-results] [--label name] [--json out.json]
@@ -96,6 +97,11 @@ try {
 } catch (err) {
   args.refuse(`--runtime ${runtime}: it does not run as a Node.js (${(err as Error).message.split('\n')[0]})`);
 }
+// The options are good: now what the run needs (the node's packages among them).
+const { countsSince, fsyncsSince, newestProfile, startBenchServer, storeBackgroundWrites } = await import('./support/server.js');
+const { runLoad, runOpenLoop } = await import('./support/load.js');
+const { SchedSampler, describeSpan } = await import('./support/sched.js');
+const { Mix, bootstrapWorkload } = await import('./support/workload.js');
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
 const allocDir = a['alloc-profile'] ? removeOnExit(mkdtempSync(join(tmpdir(), 'apl-alloc-'))) : undefined;
 const server = await startBenchServer({

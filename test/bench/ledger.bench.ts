@@ -6,9 +6,11 @@
  * Figures depend on the machine; they are printed, not asserted.
  */
 import { performance } from 'node:perf_hooks';
-import { Harness, intent } from '@apl/core/testing';
-import { AGENT_A, bootstrap, envelope, startTestNode } from '../support/node.js';
 import { ScriptArgs } from '../support/args.js';
+
+new ScriptArgs('npm run bench -- ledger (no options)', {});
+const { Harness, intent } = await import('@apl/core/testing');
+const { AGENT_A, bootstrap, envelope, startTestNode } = await import('../support/node.js');
 
 function coreApply(): void {
   const h = Harness.bootstrap();
@@ -60,6 +62,5 @@ async function overHttps(): Promise<void> {
   }
 }
 
-new ScriptArgs('npm run bench -- ledger (no options)', {});
 coreApply();
 await overHttps();

@@ -8,8 +8,11 @@
 // the leader, wall clock) and fsyncs per committed entry, for the group and the leader.
 //
 // Usage: npm run bench -- raft
-import { MemoryLogStore, RawNode, type Config, type Message } from '@apl/raft';
+import type { Config, Message, MemoryLogStore as LogStore, RawNode as Node } from '@apl/raft';
 import { ScriptArgs } from '../support/args.js';
+
+new ScriptArgs('npm run bench -- raft (no options)', {});
+const { MemoryLogStore, RawNode } = await import('@apl/raft');
 
 const IDS = ['n1', 'n2', 'n3'];
 const PAYLOAD_BYTES = 128;
@@ -23,8 +26,8 @@ const RUNS: [batch: number, total: number][] = [
 const COMPACT_EVERY = 50_000;
 
 interface Member {
-  node: RawNode;
-  store: MemoryLogStore;
+  node: Node;
+  store: LogStore;
 }
 
 interface Figures {
@@ -135,5 +138,4 @@ function main(): void {
   }
 }
 
-new ScriptArgs('npm run bench -- raft (no options)', {});
 main();

@@ -29,8 +29,8 @@ import { onExit } from 'signal-exit';
 import { ScriptArgs } from '../support/args.js';
 import { killOnExit } from '../support/cleanup.js';
 import { syncedWrites } from './support/fsync.js';
-import { percentile } from './support/load.js';
-import { cpuSeconds, reapedCpuSeconds } from './support/server.js';
+import { percentile } from './support/percentile.js';
+import { cpuSeconds, reapedCpuSeconds } from './support/proc.js';
 
 const USAGE = `npm run bench -- reference [--concurrency 1,16,64,256] [--seconds 15] [--accounts 128]
                          [--pg-bin /usr/lib/postgresql/15/bin] [--out bench-results] [--label name] [--json out.json]`;

@@ -21,11 +21,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ScriptArgs } from '../support/args.js';
 import { killOnExit, removeOnExit } from '../support/cleanup.js';
-import { freePort } from '../support/cluster.js';
-import { testCerts } from '../support/node.js';
-import { runLoad } from './support/load.js';
-import { SERVER_ARGS, serverOptions, startBenchServer } from './support/server.js';
-import { Mix, bootstrapWorkload } from './support/workload.js';
+import { SERVER_ARGS, serverOptions } from './support/server-args.js';
 
 const USAGE = 'npm run bench -- snapshot [--intents 25000] [--transfers 3] [--parties 64] [--main <main.js>] [--json <file>]';
 const args = new ScriptArgs(USAGE, {
@@ -41,6 +37,12 @@ const intents = args.int('intents', 100);
 const transfers = args.int('transfers', 1);
 const parties = args.int('parties', 1);
 const serverOpts = serverOptions(a, (why) => args.refuse(why));
+// The options are good: now what the run needs (the node's packages among them).
+const { freePort } = await import('../support/cluster.js');
+const { testCerts } = await import('../support/node.js');
+const { runLoad } = await import('./support/load.js');
+const { startBenchServer } = await import('./support/server.js');
+const { Mix, bootstrapWorkload } = await import('./support/workload.js');
 // The peers load the same build as the server: beside its main.js, or this checkout's.
 const dist = resolve(serverOpts.mainJs === undefined ? new URL('../../../packages/node/dist/', import.meta.url).pathname : dirname(serverOpts.mainJs));
 const PEER = new URL('./support/snapshot-peer.js', import.meta.url).pathname;

@@ -29,8 +29,8 @@ import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { ScriptArgs } from '../support/args.js';
 import { removeOnExit } from '../support/cleanup.js';
-import { percentile } from './support/load.js';
-import { threadCpu } from './support/server.js';
+import { percentile } from './support/percentile.js';
+import { threadCpu } from './support/proc.js';
 
 const args = new ScriptArgs('npm run bench -- wake [--count 2000] [--spacing-ms 1]', {
   count: { type: 'string', default: '2000' },

@@ -2,7 +2,6 @@
 // run against three node processes on 127.0.0.1 (see harness.ts); prints the nemesis'
 // actions, the counts and every violation, and exits 1 when there is one.
 import { ScriptArgs } from '../support/args.js';
-import { runChaos } from './harness.js';
 
 const args = new ScriptArgs('npm run chaos -- [--duration-s 600] [--seed N] [--agents 8] [--kills N]', {
   'duration-s': { type: 'string', default: '600' },
@@ -15,6 +14,8 @@ const seed = args.int('seed');
 const agents = args.int('agents', 1);
 // At least one kill a minute, and never fewer than three.
 const killsMin = args.values.kills === undefined ? Math.max(3, Math.floor(durationS / 60)) : args.int('kills');
+// The options are good: now the harness (the node's packages among it).
+const { runChaos } = await import('./harness.js');
 const started = Date.now();
 console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, ${killsMin} primary kills`);
 const report = await runChaos({ durationS, seed, agents, killsMin, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });

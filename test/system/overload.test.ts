@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { percentile } from '../bench/support/load.js';
+import { percentile } from '../bench/support/percentile.js';
 import { startBenchServer } from '../bench/support/server.js';
 import { bootstrapWorkload, type AgentFixture } from '../bench/support/workload.js';
 import type { AbuseReport, AbuseSpec } from '../support/abuser.js';

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
+import { percentile } from './percentile.js';
 import type { Mix, RequestKind } from './workload.js';
 
 export interface LoadOptions {
@@ -92,11 +93,6 @@ class Window {
       verdicts: this.verdicts,
     };
   }
-}
-
-export function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
 /** Runs the load and returns the figures of the whole run. */

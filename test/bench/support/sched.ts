@@ -9,7 +9,7 @@
  */
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { threadCpu } from './server.js';
+import { threadCpu } from './proc.js';
 
 interface Sample {
   at: number;

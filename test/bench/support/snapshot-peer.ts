@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type * as NodePackage from '@apl/node';
 import type { Message } from '@apl/raft';
-import { cpuSeconds } from './server.js';
+import { cpuSeconds } from './proc.js';
 
 const [role, dist, certDir, n1Port, n2Port, storeDir, transfers] = process.argv.slice(2) as [string, string, string, string, string, string, string?];
 const node = (await import(join(dist, 'index.js'))) as typeof NodePackage;
