@@ -61,6 +61,8 @@ const { SERVER_DEFAULTS, parseGauges } = await import('./support/server.js');
 const { Mix, bootstrapWorkload } = await import('./support/workload.js');
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The longest a failover, or a restarted member's catching up, may take before the run fails. */
+const RECOVERY_MS_MAX = 30_000;
 const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefined;
 const profileEnv = profileDir === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` };
 const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000', ...profileEnv }, ...(a.main === undefined ? {} : { mainJs: a.main }) });
@@ -157,12 +159,34 @@ async function failover(cl: Cluster, fixtures: Fixtures, runId: string, round: n
   await sleep(1000);
   killedAt = performance.now();
   await cl.kill(primary);
-  const deadline = performance.now() + 30_000;
+  const deadline = performance.now() + RECOVERY_MS_MAX;
   while (recovered < 0 && performance.now() < deadline) await sleep(10);
   stop = true;
   await Promise.all(workers);
   await Promise.all(pools.map((p) => p.close()));
+  if (recovered < 0) throw new Error(`failover ${round + 1}: no intent was committed in the ${RECOVERY_MS_MAX / 1000} s after ${primary}, the primary, was killed`);
   await cl.start(primary);
-  await cl.leader(15_000);
+  await caughtUp(cl, primary);
   return Math.round(recovered);
+}
+
+/**
+ * Waits until `id`, restarted, has applied what the primary had applied when it came
+ * back, so that the next round starts from three members in step; throws after
+ * RECOVERY_MS_MAX.
+ */
+async function caughtUp(cl: Cluster, id: string): Promise<void> {
+  const applied = async (member: string) => {
+    const r = await cl.handle(member).admin.request('GET', '/admin/v1/log/digest', { token: TOKENS.operator });
+    if (r.status !== 200) throw new Error(`${member}: GET /admin/v1/log/digest answered ${r.status}: ${r.text}`);
+    return Number(r.body.applied_index);
+  };
+  const target = await applied(await cl.leader(RECOVERY_MS_MAX));
+  const deadline = performance.now() + RECOVERY_MS_MAX;
+  for (;;) {
+    const at = await applied(id).catch(() => -1);
+    if (at >= target) return;
+    if (performance.now() > deadline) throw new Error(`${id}, restarted, applied index ${at} after ${RECOVERY_MS_MAX / 1000} s, short of the primary's ${target}`);
+    await sleep(50);
+  }
 }

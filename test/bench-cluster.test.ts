@@ -1,0 +1,46 @@
+// `npm run bench -- cluster`, run briefly as a user runs it: three members as processes
+// on free ports of 127.0.0.1, the load from this side, one row of the table with each
+// member's memory, CPU per request (the primary's marked) and synced writes per
+// intent, then one failover timed from the primary's SIGKILL to the next commit, and
+// the same figures in the JSON file asked for.
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO } from './support/process.js';
+
+t.setTimeout(180_000);
+
+t.test('one level of load and one failover, in the table and in the JSON file', async (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'apl-bench-cluster-'));
+  t.teardown(() => rmSync(out, { recursive: true, force: true }));
+  const json = join(out, 'cluster.json');
+  const r = spawnSync(process.execPath, [join(REPO, 'test/dist/bench/cluster.bench.js'), '--concurrency', '4', '--seconds', '2', '--parties', '4', '--kills', '1', '--json', json], { encoding: 'utf8', timeout: 150_000 });
+  t.equal(r.status, 0, r.stderr);
+  t.match(r.stdout, /^three-node cluster on Node\.js v\d+\.\d+\.\d+; primary n[123]; 4 agents; requests to every replica in turn$/m);
+  const row = /^\| 4 \| ([\d,]+) \| ([\d.]+) ms \| ([\d.]+) ms \| (\d+) ms \| ([\d.]+) ms \| (.*) \| (\d+) \/ (\d+) \/ (\d+) MiB \| (\S+) \/ (\S+) \/ (\S+) ms \| ([\d.]+) ms \| ([\d.]+) \/ ([\d.]+) \/ ([\d.]+) \|$/m.exec(r.stdout);
+  t.ok(row, `the row at 4 in flight, under its heading:\n${r.stdout}`);
+  if (!row) return;
+  t.ok(Number(row[1]!.replace(/,/g, '')) > 0, `${row[1]} intents/s`);
+  t.match(row[6], /^200: \d+/, 'the answers, counted by status');
+  for (const rss of row.slice(7, 10)) t.ok(Number(rss) > 0 && Number(rss) < 8192, `each member's resident memory in MiB: ${rss}`);
+  const cpu = row.slice(10, 13);
+  t.equal(cpu.filter((c) => c.endsWith('*')).length, 1, `one member is marked the primary: ${cpu.join(' / ')}`);
+  for (const c of cpu) t.ok(Number(c.replace('*', '')) > 0, `CPU per request ${c}`);
+  t.ok(Number(row[13]) > 0, 'the load generator\'s CPU per request');
+  for (const s of row.slice(14, 17)) t.ok(Number(s) > 0, `synced writes per intent ${s}`);
+
+  const failover = /^failover \(SIGKILL of the primary to the first intent committed by the next\): (\d+) ms; median (\d+) ms, max (\d+) ms$/m.exec(r.stdout);
+  t.ok(failover, 'the failover, timed');
+  t.ok(Number(failover?.[1]) > 0 && failover?.[1] === failover?.[3], `one failover: ${failover?.[0]}`);
+
+  const saved = JSON.parse(readFileSync(json, 'utf8')) as { runtime: string; rows: { concurrency: number; intents: number; rssBytes: number[]; cpuMsPerRequest: number[] }[]; failoverMs: number[] };
+  t.equal(saved.runtime, process.version);
+  t.equal(saved.rows.length, 1);
+  t.equal(saved.rows[0]!.concurrency, 4);
+  t.ok(saved.rows[0]!.intents > 0);
+  t.equal(saved.rows[0]!.rssBytes.length, 3, 'one memory figure per member');
+  t.equal(saved.rows[0]!.cpuMsPerRequest.length, 3, 'one CPU figure per member');
+  t.same(saved.failoverMs, [Number(failover?.[1])], 'the failover, as printed');
+});
