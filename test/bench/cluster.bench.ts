@@ -9,7 +9,10 @@
  * Beside each row, every replica's CPU time per request (all its threads, from /proc;
  * the primary's marked) and the load generator's own, and each replica's synced writes
  * of its Raft log per intent (one per Ready that persisted something: how well the
- * proposals were batched).
+ * proposals were batched), and intents/s divided by the disk's synced-write rate,
+ * measured first in a separate process in the primary's data directory (the three
+ * members share that disk). The table goes to stdout and, with the figures as JSON, to
+ * `<out>/cluster-<label>.{md,json}` (`--json` writes the JSON to a file of its own too).
  *
  *   npm run bench -- cluster [options]    (USAGE below; --help lists the options)
  *
@@ -21,26 +24,28 @@
  * load, and prints where each one's JavaScript thread spent its time; no failover is
  * timed then (`--kills` is ignored).
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Cluster } from '../support/cluster.js';
 import type { LoadStats } from './support/load.js';
 import { ScriptArgs } from '../support/args.js';
+import { syncedWrites, type SyncedWrites } from './support/fsync.js';
+import { REPORT_ARGS, Report } from './support/report.js';
 import { cpuSeconds, residentBytes } from './support/proc.js';
 import { printSummary, summarize } from './support/profile.js';
 import type { Fixtures } from './support/workload.js';
 
 const USAGE = `npm run bench -- cluster [--concurrency 1,16,64,256] [--seconds 15] [--parties 64] [--kills 5]
-                         [--to all|primary] [--profile] [--json out.json]
+                         [--to all|primary] [--profile] [--out bench-results] [--label name] [--json out.json]
                          [--main /other/checkout/packages/node/dist/main.js]`;
 const args = new ScriptArgs(USAGE, {
   concurrency: { type: 'string', default: '1,16,64,256' },
   seconds: { type: 'string', default: '15' },
   parties: { type: 'string', default: '64' },
   kills: { type: 'string', default: '5' },
-  json: { type: 'string' },
+  ...REPORT_ARGS,
   to: { type: 'string', default: 'all' },
   profile: { type: 'boolean', default: false },
   main: { type: 'string' },
@@ -67,8 +72,11 @@ const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefi
 const profileEnv = profileDir === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` };
 const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000', ...profileEnv }, ...(a.main === undefined ? {} : { mainJs: a.main }) });
 /** cpuMsPerRequest: each replica's CPU time (all its threads) per request answered, in the order of the members. */
-const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; loadCpuMsPerRequest: number; syncsPerIntent: number[] })[] = [];
+const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; loadCpuMsPerRequest: number; syncsPerIntent: number[]; fsyncShare: number })[] = [];
 const failovers: number[] = [];
+let disk: SyncedWrites | null = null;
+const report = new Report('cluster');
+const print = report.print;
 try {
   const leader = await c.leader(15_000);
   const admin = c.handle(leader);
@@ -79,9 +87,12 @@ try {
   const ca = testCerts().ca;
   const load = (concurrency: number, durationMs: number) => runLoad({ urls, ca, concurrency, durationMs, mix });
   await load(16, 3000);
-  console.log(`three-node cluster on Node.js ${process.version}; primary ${leader}; ${fixtures.agents.length} agents; ${a.to === 'all' ? 'requests to every replica in turn' : 'every request to the primary'}`);
-  console.log('| in flight | intents/s | p50 | p99 | max | read p99 | answers | RSS n1 / n2 / n3 | CPU/request n1 / n2 / n3 (* primary) | load generator CPU/request | synced writes/intent n1 / n2 / n3 |');
-  console.log('|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|');
+  disk = syncedWrites(c.dirs[leader]!);
+  print(`three-node cluster on Node.js ${process.version}; primary ${leader}; ${fixtures.agents.length} agents; ${a.to === 'all' ? 'requests to every replica in turn' : 'every request to the primary'}; ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
+  print(`disk: ${Math.round(disk.perSecond).toLocaleString('en-US')} synced writes/s (4 KiB append + fsync, in the primary's data directory), each p50 ${disk.p50Ms.toFixed(2)} ms, p99 ${disk.p99Ms.toFixed(1)} ms, max ${disk.maxMs.toFixed(0)} ms`);
+  print('');
+  print('| in flight | intents/s | p50 | p99 | max | read p99 | answers | RSS n1 / n2 / n3 | CPU/request n1 / n2 / n3 (* primary) | load generator CPU/request | synced writes/intent n1 / n2 / n3 | intents/s ÷ the disk\'s synced writes/s |');
+  print('|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|---:|');
   // The Raft log's synced writes of each member (one per Ready that persisted something): how well proposals are batched.
   const syncs = () => Promise.all(c.members.map(async (m) => {
     const r = await c.handle(m.id).admin.request('GET', '/metrics', { token: TOKENS.operator });
@@ -97,10 +108,11 @@ try {
     const loadUsage = process.cpuUsage(loadBefore);
     const loadCpuMsPerRequest = (loadUsage.user + loadUsage.system) / 1000 / s.requests;
     const rssBytes = pids().map((pid) => residentBytes(pid));
-    rows.push({ ...s, concurrency: n, rssBytes, cpuMsPerRequest, loadCpuMsPerRequest, syncsPerIntent });
+    const fsyncShare = s.intentsPerSecond / disk.perSecond;
+    rows.push({ ...s, concurrency: n, rssBytes, cpuMsPerRequest, loadCpuMsPerRequest, syncsPerIntent, fsyncShare });
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     const cpu = cpuMsPerRequest.map((ms, k) => `${ms.toFixed(2)}${c.members[k]!.id === leader ? '*' : ''}`).join(' / ');
-    console.log(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MiB | ${cpu} ms | ${loadCpuMsPerRequest.toFixed(2)} ms | ${syncsPerIntent.map((x) => x.toFixed(2)).join(' / ')} |`);
+    print(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MiB | ${cpu} ms | ${loadCpuMsPerRequest.toFixed(2)} ms | ${syncsPerIntent.map((x) => x.toFixed(2)).join(' / ')} | ${fsyncShare.toFixed(2)} |`);
   }
   if (profileDir !== undefined) {
     // A profile is written when its process exits on its own: stop each member gracefully.
@@ -111,20 +123,25 @@ try {
     const files = readdirSync(profileDir);
     for (const m of members) {
       const file = files.find((f) => f.split('.')[3] === String(m.pid) && f.split('.')[4] === '0');
-      console.log(`\n${m.id}${m.id === leader ? ' (primary)' : ''}:`);
-      if (file === undefined) console.log('  no profile was written');
-      else printSummary(summarize(join(profileDir, file)));
+      print('');
+      print(`${m.id}${m.id === leader ? ' (primary)' : ''}:`);
+      if (file === undefined) print('  no profile was written');
+      else printSummary(summarize(join(profileDir, file)), print);
     }
-    console.log(`\nprofiles: ${profileDir}`);
+    print('');
+    print(`profiles: ${profileDir}`);
   } else {
     for (let k = 0; k < kills; k++) failovers.push(await failover(c, fixtures, runId, k));
   }
   const sorted = [...failovers].sort((x, y) => x - y);
-  if (sorted.length > 0) console.log(`\nfailover (SIGKILL of the primary to the first intent committed by the next): ${failovers.map((f) => `${f} ms`).join(', ')}; median ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted[sorted.length - 1]} ms`);
+  if (sorted.length > 0) {
+    print('');
+    print(`failover (SIGKILL of the primary to the first intent committed by the next): ${failovers.map((f) => `${f} ms`).join(', ')}; median ${sorted[Math.floor(sorted.length / 2)]} ms, max ${sorted[sorted.length - 1]} ms`);
+  }
 } finally {
   await c.close();
 }
-if (a.json) writeFileSync(a.json, `${JSON.stringify({ runtime: process.version, rows, failoverMs: failovers }, null, 2)}\n`);
+report.write(a, { runtime: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, to: a.to, fsyncPerSecond: disk?.perSecond ?? NaN, disk, seconds, rows, failoverMs: failovers });
 
 /**
  * Kills the primary while 16 workers send intents to the two survivors, and answers
