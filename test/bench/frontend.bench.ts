@@ -17,15 +17,16 @@
  * same way. The figures are printed and written to `<out>/frontend-<label>.{md,json}`.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ScriptArgs } from '../support/args.js';
 import { killOnExit, removeOnExit } from '../support/cleanup.js';
 import { FRONTEND_KINDS, kindOfRequest, type FrontendKind } from './support/frontend-kinds.js';
 import type { LoadStats } from './support/load.js';
 import { cpuSeconds } from './support/proc.js';
+import { REPORT_ARGS, Report } from './support/report.js';
 import { SERVER_ARGS, serverOptions } from './support/server-args.js';
 import type { BenchRequest, Fixtures, Mix as MixType } from './support/workload.js';
 
@@ -36,9 +37,7 @@ const args = new ScriptArgs(USAGE, {
   concurrency: { type: 'string', default: '64' },
   seconds: { type: 'string', default: '15' },
   parties: { type: 'string', default: '64' },
-  out: { type: 'string', default: 'bench-results' },
-  label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
-  json: { type: 'string' },
+  ...REPORT_ARGS,
   ...SERVER_ARGS,
 });
 const a = args.values;
@@ -112,14 +111,9 @@ const lines = [
   '',
   `The front end alone costs its JavaScript thread ${(100 * front.mainCpuMsPerRequest / whole.mainCpuMsPerRequest).toFixed(0)} % of what a request costs the node's: at most that could move to a thread of its own.`,
 ];
-for (const line of lines) console.log(line);
-const out = resolve(a.out);
-mkdirSync(out, { recursive: true });
-const report = { runtime: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, concurrency, seconds, rows, share: front.mainCpuMsPerRequest / whole.mainCpuMsPerRequest };
-writeFileSync(join(out, `frontend-${a.label}.json`), `${JSON.stringify(report, null, 2)}\n`);
-writeFileSync(join(out, `frontend-${a.label}.md`), `${lines.join('\n')}\n`);
-console.log(`\nwritten: ${join(out, `frontend-${a.label}`)}.{md,json}`);
-if (a.json) writeFileSync(a.json, `${JSON.stringify(report, null, 2)}\n`);
+const report = new Report('frontend');
+for (const line of lines) report.print(line);
+report.write(a, { runtime: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, concurrency, seconds, rows, share: front.mainCpuMsPerRequest / whole.mainCpuMsPerRequest });
 
 /** Starts the front-end process with the node's answers; its request lines are read here, as the node's are. */
 async function startFrontend(workDir: string, given: Map<FrontendKind, string>): Promise<{ url: string; pid: number; stop(): void }> {

@@ -39,11 +39,12 @@
  * to clear, which a CPU profile shows only as the collector's own time.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
+import { REPORT_ARGS, Report } from './support/report.js';
 import type { LoadStats, OpenLoopStats } from './support/load.js';
 import type { SchedSpan } from './support/sched.js';
 import { printAllocations, printSummary, summarizeAllocations, summarize } from './support/profile.js';
@@ -65,9 +66,7 @@ const args = new ScriptArgs(USAGE, {
   runtime: { type: 'string' },
   profile: { type: 'boolean', default: false },
   'alloc-profile': { type: 'boolean', default: false },
-  out: { type: 'string', default: 'bench-results' },
-  label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
-  json: { type: 'string' },
+  ...REPORT_ARGS,
   'no-half-peak': { type: 'boolean', default: false },
   'half-peak-rps': { type: 'string' },
   ...SERVER_ARGS,
@@ -112,11 +111,8 @@ const server = await startBenchServer({
 });
 let allocations: { file: string; requests: number } | null = null;
 const rows: Row[] = [];
-const lines: string[] = [];
-const print = (line: string) => {
-  lines.push(line);
-  console.log(line);
-};
+const report = new Report('intents');
+const print = report.print;
 let disk: SyncedWrites | null = null;
 let halfPeak: (Omit<OpenLoopStats, 'slow'> & { cpuByThread: ByThread; loadCpuMsPerRequest: number; slow: number; whole: SchedSpan | null; slowSpans: SchedSpan | null; requestsPerSecond: number; peakIntentsPerSecond: number; fsyncs: Gauges['fsyncs']; loopDelay: { p99Ms: number; maxMs: number }; storeWriteWaits: number; over25ms: Record<string, { all: number; over: number }>; gc: Record<string, { all: number; over: number }> }) | null = null;
 try {
@@ -203,10 +199,4 @@ if (profileDir !== undefined) {
   }), print);
   print(`the profile, for a viewer (Chrome's DevTools, speedscope): ${newestProfile(profileDir)}`);
 }
-const report = { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond: disk?.perSecond ?? NaN, disk, seconds, rows, halfPeak };
-const out = resolve(a.out);
-mkdirSync(out, { recursive: true });
-writeFileSync(join(out, `intents-${a.label}.json`), `${JSON.stringify(report, null, 2)}\n`);
-writeFileSync(join(out, `intents-${a.label}.md`), `${lines.join('\n')}\n`);
-console.log(`\nwritten: ${join(out, `intents-${a.label}`)}.{md,json}`);
-if (a.json) writeFileSync(a.json, `${JSON.stringify(report, null, 2)}\n`);
+report.write(a, { runtime: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, fsyncPerSecond: disk?.perSecond ?? NaN, disk, seconds, rows, halfPeak });

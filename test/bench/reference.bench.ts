@@ -22,13 +22,14 @@
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { onExit } from 'signal-exit';
 import { ScriptArgs } from '../support/args.js';
 import { killOnExit } from '../support/cleanup.js';
 import { syncedWrites } from './support/fsync.js';
+import { REPORT_ARGS, Report } from './support/report.js';
 import { percentile } from './support/percentile.js';
 import { cpuSeconds, reapedCpuSeconds } from './support/proc.js';
 
@@ -39,9 +40,7 @@ const args = new ScriptArgs(USAGE, {
   seconds: { type: 'string', default: '15' },
   accounts: { type: 'string', default: '128' },
   'pg-bin': { type: 'string' },
-  out: { type: 'string', default: 'bench-results' },
-  label: { type: 'string', default: new Date().toISOString().replace(/[:.]/g, '-') },
-  json: { type: 'string' },
+  ...REPORT_ARGS,
 });
 const a = args.values;
 const concurrencies = args.ints('concurrency');
@@ -105,11 +104,8 @@ onExit(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 if (runAs) chownSync(dir, runAs.uid, runAs.gid);
-const lines: string[] = [];
-const print = (line: string) => {
-  lines.push(line);
-  console.log(line);
-};
+const report = new Report('reference');
+const print = report.print;
 const rows: Row[] = [];
 let started = false;
 let disk: ReturnType<typeof syncedWrites> | null = null;
@@ -140,13 +136,7 @@ try {
   stopServer('fast');
   rmSync(dir, { recursive: true, force: true });
 }
-const report = { postgres: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, accounts, seconds, disk, rows };
-const out = resolve(a.out);
-mkdirSync(out, { recursive: true });
-writeFileSync(join(out, `reference-${a.label}.json`), `${JSON.stringify(report, null, 2)}\n`);
-writeFileSync(join(out, `reference-${a.label}.md`), `${lines.join('\n')}\n`);
-console.log(`\nwritten: ${join(out, `reference-${a.label}`)}.{md,json}`);
-if (a.json) writeFileSync(a.json, `${JSON.stringify(report, null, 2)}\n`);
+report.write(a, { postgres: version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? null, accounts, seconds, disk, rows });
 
 /** Stops the server this run started, if it runs (`mode`: pg_ctl's shutdown mode). */
 function stopServer(mode: 'fast' | 'immediate'): void {
