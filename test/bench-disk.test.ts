@@ -23,7 +23,8 @@ t.test('six timed rows, and the directory left as it was', async (t) => {
   for (const m of rows) {
     t.ok(Number(m[3]!.replace(/,/g, '')) > 0, `${m[1]} ${m[2]}: ${m[3]} writes/s`);
     const [p50, p99, p999, max] = m.slice(4, 8).map(Number) as [number, number, number, number];
-    t.ok(p50 <= p99 && p99 <= p999 && p999 <= max, `${m[1]} ${m[2]}: p50 ${p50} <= p99 ${p99} <= p99.9 ${p999} <= max ${max}`);
+    // The percentiles are printed to 0.01 ms and the maximum to 0.1 ms: a p99.9 that is the maximum may print 0.05 above it.
+    t.ok(p50 <= p99 && p99 <= p999 && p999 <= max + 0.05, `${m[1]} ${m[2]}: p50 ${p50} <= p99 ${p99} <= p99.9 ${p999} <= max ${max}`);
   }
   t.same(readdirSync(dir), [], 'the files written and the writer\'s are removed');
   const running = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid) && commandLine(pid).includes(dir));
