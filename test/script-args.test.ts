@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { run as runProcess, withoutApl } from './support/apl.js';
 import { REPO } from './support/process.js';
+import { childrenOf } from './bench/support/proc.js';
 
 /** Loaded into a script, lists the modules it loads (support/loaded-modules.ts). */
 const LOADED_MODULES = pathToFileURL(join(REPO, 'test/dist/support/loaded-modules.js')).href;
@@ -140,13 +141,3 @@ function cmdline(pid: number): string {
   }
 }
 
-/** The pids whose parent is `pid`. */
-function childrenOf(pid: number): number[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
-    try {
-      return Number(readFileSync(`/proc/${p}/stat`, 'utf8').slice(readFileSync(`/proc/${p}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ')[1]) === pid;
-    } catch {
-      return false;
-    }
-  });
-}

@@ -31,7 +31,7 @@ import { killOnExit } from '../support/cleanup.js';
 import { syncedWrites } from './support/fsync.js';
 import { REPORT_ARGS, Report } from './support/report.js';
 import { percentile } from './support/percentile.js';
-import { cpuSeconds, reapedCpuSeconds } from './support/proc.js';
+import { childrenOf, cpuSeconds, reapedCpuSeconds } from './support/proc.js';
 
 const USAGE = `npm run bench -- reference [--concurrency 1,16,64,256] [--seconds 15] [--accounts 128]
                          [--pg-bin /usr/lib/postgresql/15/bin] [--out bench-results] [--label name] [--json out.json]`;
@@ -152,7 +152,7 @@ function stopServer(mode: 'fast' | 'immediate'): void {
  */
 async function run(clients: number, secs: number, scriptFile: string, tag: string): Promise<Omit<Row, 'fsyncShare'>> {
   const prefix = join(dir, `log-${tag}`);
-  const idle = liveChildren(postmaster()).length; // the background processes, no client connected
+  const idle = childrenOf(postmaster()).length; // the background processes, no client connected
   const serverBefore = serverCpuSeconds(idle);
   const selfBefore = childCpuSeconds();
   const child = spawn(join(bin, 'pgbench'), [
@@ -203,27 +203,12 @@ function readLatencies(prefix: string): Float64Array {
  */
 function serverCpuSeconds(idle: number): number {
   const pid = postmaster();
-  for (let waited = 0; liveChildren(pid).length > idle && waited < 50; waited++) spawnSync('sleep', ['0.1']);
-  return cpuSeconds(pid) + reapedCpuSeconds(pid) + liveChildren(pid).reduce((sum, child) => sum + cpuSeconds(child), 0);
+  for (let waited = 0; childrenOf(pid).length > idle && waited < 50; waited++) spawnSync('sleep', ['0.1']);
+  return cpuSeconds(pid) + reapedCpuSeconds(pid) + childrenOf(pid).reduce((sum, child) => sum + cpuSeconds(child), 0);
 }
 
 function postmaster(): number {
   return Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-}
-
-/** The children of `pid` alive now (PostgreSQL's background processes, and backends still ending). */
-function liveChildren(pid: number): number[] {
-  const children: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) children.push(Number(entry));
-    } catch {
-      // the process ended while the list was read
-    }
-  }
-  return children;
 }
 
 /** This process's ended children's CPU seconds (pgbench, once it has been waited for). */

@@ -15,21 +15,40 @@ export function residentBytes(pid: number): number {
 const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
 /**
+ * The fields of a `stat` file of /proc after the command name, from field 3 on: [0] is
+ * the state, [1] the parent's pid, [11] and [12] the user and system time, [13] and
+ * [14] those of the children waited for. The command name (field 2) may hold spaces,
+ * so the fields are split from its closing parenthesis.
+ */
+function statFields(path: string): string[] {
+  const stat = readFileSync(path, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/**
  * User and system CPU time of a process, all threads, in seconds (fields 14 and 15 of
  * /proc/<pid>/stat); or of one of its threads (the main thread's id is the pid).
  */
 export function cpuSeconds(pid: number, thread?: number): number {
-  const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
-  // The command name (field 2) may hold spaces; the fields after it are split from its closing parenthesis.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const fields = statFields(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`);
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
 /** CPU seconds of the ended children that `pid` has waited for (cutime and cstime, fields 16 and 17 of /proc/<pid>/stat). */
 export function reapedCpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const fields = statFields(`/proc/${pid}/stat`);
   return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS;
+}
+
+/** The processes whose parent is `pid`, alive now (one that ends while the list is read is left out). */
+export function childrenOf(pid: number): number[] {
+  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
+    try {
+      return Number(statFields(`/proc/${p}/stat`)[1]) === pid;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** CPU seconds of a Node.js process by thread kind. */
