@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { run as runProcess, withoutApl } from './support/apl.js';
 import { REPO } from './support/process.js';
-import { childrenOf } from './bench/support/proc.js';
+import { childrenCpuSeconds, childrenOf } from './bench/support/proc.js';
 
 /** Loaded into a script, lists the modules it loads (support/loaded-modules.ts). */
 const LOADED_MODULES = pathToFileURL(join(REPO, 'test/dist/support/loaded-modules.js')).href;
@@ -141,3 +141,18 @@ function cmdline(pid: number): string {
   }
 }
 
+t.test("a child that ends while its parent's children are read is left out, not an error", async (t) => {
+  // A shell that starts and reaps a short-lived child again and again: a child listed is
+  // often gone by the time its own stat file is read (the reference benchmark met one).
+  const shell = spawn('bash', ['-c', 'while :; do /bin/true; done'], { stdio: 'ignore' });
+  t.teardown(() => shell.kill('SIGKILL'));
+  await new Promise((r) => setTimeout(r, 100));
+  let reads = 0;
+  let withChildren = 0;
+  for (const end = performance.now() + 1_500; performance.now() < end; reads++) {
+    if (childrenOf(shell.pid!).length > 0) withChildren++;
+    const seconds = childrenCpuSeconds(shell.pid!);
+    if (!(seconds >= 0)) t.fail(`read ${reads}: ${seconds} CPU seconds`);
+  }
+  t.ok(withChildren > 10, `the shell had children in ${withChildren} of ${reads} reads`);
+});

@@ -31,7 +31,7 @@ import { killOnExit } from '../support/cleanup.js';
 import { syncedWrites } from './support/fsync.js';
 import { REPORT_ARGS, Report } from './support/report.js';
 import { percentile } from './support/percentile.js';
-import { childrenOf, cpuSeconds, reapedCpuSeconds } from './support/proc.js';
+import { childrenCpuSeconds, childrenOf, cpuSeconds, reapedCpuSeconds } from './support/proc.js';
 
 const USAGE = `npm run bench -- reference [--concurrency 1,16,64,256] [--seconds 15] [--accounts 128]
                          [--pg-bin /usr/lib/postgresql/15/bin] [--out bench-results] [--label name] [--json out.json]`;
@@ -204,7 +204,7 @@ function readLatencies(prefix: string): Float64Array {
 function serverCpuSeconds(idle: number): number {
   const pid = postmaster();
   for (let waited = 0; childrenOf(pid).length > idle && waited < 50; waited++) spawnSync('sleep', ['0.1']);
-  return cpuSeconds(pid) + reapedCpuSeconds(pid) + childrenOf(pid).reduce((sum, child) => sum + cpuSeconds(child), 0);
+  return cpuSeconds(pid) + reapedCpuSeconds(pid) + childrenCpuSeconds(pid);
 }
 
 function postmaster(): number {

@@ -51,6 +51,23 @@ export function childrenOf(pid: number): number[] {
   });
 }
 
+/**
+ * CPU seconds of the processes whose parent is `pid`, alive now. A child that ends
+ * between the listing and the read of its own stat file is left out: once its parent
+ * has waited for it, its time is in the parent's reapedCpuSeconds.
+ */
+export function childrenCpuSeconds(pid: number): number {
+  let sum = 0;
+  for (const child of childrenOf(pid)) {
+    try {
+      sum += cpuSeconds(child);
+    } catch {
+      // it ended after it was listed
+    }
+  }
+  return sum;
+}
+
 /** CPU seconds of a Node.js process by thread kind. */
 export interface ThreadCpu {
   /** the JavaScript thread. */
