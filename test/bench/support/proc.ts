@@ -30,9 +30,11 @@ function statFields(path: string): string[] {
  * /proc/<pid>/stat); or of one of its threads (the main thread's id is the pid).
  */
 export function cpuSeconds(pid: number, thread?: number): number {
-  const fields = statFields(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`);
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  return cpuOf(statFields(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`));
 }
+
+/** The user and system time in a stat file's fields (statFields), in seconds. */
+const cpuOf = (fields: string[]): number => (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 
 /** CPU seconds of the ended children that `pid` has waited for (cutime and cstime, fields 16 and 17 of /proc/<pid>/stat). */
 export function reapedCpuSeconds(pid: number): number {
@@ -40,31 +42,35 @@ export function reapedCpuSeconds(pid: number): number {
   return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS;
 }
 
-/** The processes whose parent is `pid`, alive now (one that ends while the list is read is left out). */
-export function childrenOf(pid: number): number[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
+/** The stat fields (statFields) of every process alive now; one that ends while the list is read is left out. */
+function* processes(): Generator<{ pid: number; fields: string[] }> {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let fields: string[];
     try {
-      return Number(statFields(`/proc/${p}/stat`)[1]) === pid;
+      fields = statFields(`/proc/${entry}/stat`);
     } catch {
-      return false;
+      continue; // it ended after it was listed
     }
-  });
+    yield { pid: Number(entry), fields };
+  }
+}
+
+/** The processes whose parent is `pid`, alive now. */
+export function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const p of processes()) if (Number(p.fields[1]) === pid) children.push(p.pid);
+  return children;
 }
 
 /**
- * CPU seconds of the processes whose parent is `pid`, alive now. A child that ends
- * between the listing and the read of its own stat file is left out: once its parent
- * has waited for it, its time is in the parent's reapedCpuSeconds.
+ * CPU seconds of the processes whose parent is `pid`, alive now, each read from the one
+ * stat file that names its parent. A child that has ended is not among them: once its
+ * parent has waited for it, its time is in the parent's reapedCpuSeconds.
  */
 export function childrenCpuSeconds(pid: number): number {
   let sum = 0;
-  for (const child of childrenOf(pid)) {
-    try {
-      sum += cpuSeconds(child);
-    } catch {
-      // it ended after it was listed
-    }
-  }
+  for (const p of processes()) if (Number(p.fields[1]) === pid) sum += cpuOf(p.fields);
   return sum;
 }
 
