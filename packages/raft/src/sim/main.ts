@@ -129,6 +129,24 @@ export function catches(m: Mutant, from: number, count: number): { caught: numbe
   return { caught, by };
 }
 
+/**
+ * The first seed from `from` (within `count`) whose run one of the checkers expected to
+ * catch `m` fails, and the seeds before it that another checker failed; null when no
+ * seed of the range is caught by an expected checker. The same verdict as `catches`
+ * over the range, without running the seeds after the first catch.
+ */
+export function firstCatch(m: Mutant, from: number, count: number): { seed: number; checker: string; before: Record<string, number> } | null {
+  const before: Record<string, number> = {};
+  for (let seed = from; seed < from + count; seed++) {
+    const r = runSimulation({ seed, ...m.options });
+    if (r.ok) continue;
+    const c = r.violation!.checker;
+    if (m.checkers.includes(c)) return { seed, checker: c, before };
+    before[c] = (before[c] ?? 0) + 1;
+  }
+  return null;
+}
+
 function mutationTable(count: number, from: number, print: (line: string) => void): number {
   print(`| broken variant | seeds that catch it (of ${count}) | by |`);
   print('|---|---:|---|');
