@@ -645,10 +645,14 @@ export class PeerMesh {
     if (this.transfers.has(m.to) || !this.handlers) return;
     this.transfers.add(m.to);
     const handlers = this.handlers;
+    // How long the transfer took, from here to the peer's answer: while a member that
+    // needs the store is part of every quorum, it is how long the cluster cannot commit.
+    const started = performance.now();
     const finish = (ok: boolean, why: string) => {
       this.transfers.delete(m.to);
       this.o.metrics.peerSnapshots.inc({ direction: 'sent', outcome: ok ? 'installed' : 'failed' });
-      this.o.log[ok ? 'info' : 'warn']({ event: 'snapshot_sent', to: m.to, index: m.snapshot?.meta.index, ok, why }, ok ? 'snapshot installed by peer' : 'snapshot transfer failed');
+      const ms = Math.round(performance.now() - started);
+      this.o.log[ok ? 'info' : 'warn']({ event: 'snapshot_sent', to: m.to, index: m.snapshot?.meta.index, ok, why, ms }, ok ? 'snapshot installed by peer' : 'snapshot transfer failed');
       if (!this.closed) handlers.reportSnapshot(m.to, ok ? 'finish' : 'failure');
     };
     void (async () => {
