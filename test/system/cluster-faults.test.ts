@@ -155,9 +155,8 @@ t.test('a member behind compaction catches up by the chunked store stream', asyn
   }
   t.ok(sent >= 1, 'the primary counts the transfer');
   // And logs it, with how long it took (a failover waits that long for a member that needs the store).
-  const sentLine = () => c.process(leader)!.output().split('\n').find((l) => l.includes('"event":"snapshot_sent"'));
-  for (let k = 0; k < 100 && sentLine() === undefined; k++) await sleep(50);
-  const line = sentLine();
+  await logged(c, leader, /"event":"snapshot_sent"/);
+  const line = c.process(leader)!.output().split('\n').find((l) => l.includes('"event":"snapshot_sent"'));
   t.match(JSON.parse(line?.replace(/^stdout: /, '') ?? 'null'), { level: 'info', event: 'snapshot_sent', to: behind, ok: true, ms: Number }, `the primary logs the transfer: ${line}`);
   const a = (await c.handle(leader).adm('operator', 'GET', '/admin/v1/log/digest')).body;
   let b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;

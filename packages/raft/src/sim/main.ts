@@ -119,14 +119,19 @@ export function runCli(argv: string[], print: (line: string) => void): number {
 export function catches(m: Mutant, from: number, count: number): { caught: number; by: Record<string, number> } {
   const by: Record<string, number> = {};
   let caught = 0;
-  for (let seed = from; seed < from + count; seed++) {
-    const r = runSimulation({ seed, ...m.options });
-    if (r.ok) continue;
+  for (const { checker } of caughtSeeds(m, from, count)) {
     caught++;
-    const c = r.violation!.checker;
-    by[c] = (by[c] ?? 0) + 1;
+    by[checker] = (by[checker] ?? 0) + 1;
   }
   return { caught, by };
+}
+
+/** The seeds from `from` (within `count`), in order, whose run of `m` a checker fails, with that checker. */
+function* caughtSeeds(m: Mutant, from: number, count: number): Generator<{ seed: number; checker: string }> {
+  for (let seed = from; seed < from + count; seed++) {
+    const r = runSimulation({ seed, ...m.options });
+    if (!r.ok) yield { seed, checker: r.violation!.checker };
+  }
 }
 
 /**
@@ -137,12 +142,9 @@ export function catches(m: Mutant, from: number, count: number): { caught: numbe
  */
 export function firstCatch(m: Mutant, from: number, count: number): { seed: number; checker: string; before: Record<string, number> } | null {
   const before: Record<string, number> = {};
-  for (let seed = from; seed < from + count; seed++) {
-    const r = runSimulation({ seed, ...m.options });
-    if (r.ok) continue;
-    const c = r.violation!.checker;
-    if (m.checkers.includes(c)) return { seed, checker: c, before };
-    before[c] = (before[c] ?? 0) + 1;
+  for (const { seed, checker } of caughtSeeds(m, from, count)) {
+    if (m.checkers.includes(checker)) return { seed, checker, before };
+    before[checker] = (before[checker] ?? 0) + 1;
   }
   return null;
 }
