@@ -3,7 +3,7 @@
 // and its setting), an option it does not know, a CA file with no certificate, a
 // certificate that does not go with its key, and a data directory a running node
 // holds (found before the development setup writes into it); and an APL_ variable
-// that sets nothing is named when the node starts.
+// that sets nothing is named when the node starts. --help only prints the usage.
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,6 +37,14 @@ t.test('a port another process holds: exit 2, naming the plane and its setting',
   t.equal(agent.status, 2, agent.stderr);
   t.equal(agent.stderr.trim(), `cannot listen on 127.0.0.1:${port} for the agent plane (agent_port, APL_AGENT_PORT): another process listens there (EADDRINUSE). Stop what holds it, or give this node another port.`);
   t.notOk(existsSync(join(dir, 'port')) || existsSync(join(dir, 'port-agent')), 'the refused start made no data directory');
+});
+
+t.test('--help prints the usage and exits, starting nothing', async (t) => {
+  const r = spawnSync(process.execPath, [...NODE_FLAGS, MAIN_JS, '--help'], { env: nodeEnv(join(dir, 'help')), encoding: 'utf8', timeout: 10_000, killSignal: 'SIGKILL' });
+  t.equal(r.signal, null, 'not killed by the time-out');
+  t.equal(r.status, 0, r.stderr);
+  t.match(r.stdout, /^usage: node packages\/node\/dist\/main\.js \[--config <file\.json>\]/);
+  t.notOk(existsSync(join(dir, 'help')), 'and nothing is made');
 });
 
 t.test('an option it does not know: exit 2 with the usage', async (t) => {

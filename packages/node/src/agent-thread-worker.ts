@@ -6,9 +6,13 @@
  * the answers come back the same way, so that a burst of requests costs each thread
  * one wake-up, not one per request. The node's thread writes the lines to its own log,
  * so that one writer keeps every line whole.
+ *
+ * The thread may start before the node has read its settings (main.ts starts it first
+ * thing, so that its modules load meanwhile): it binds once they come, in the first
+ * message (`start`).
  */
 import { readFileSync } from 'node:fs';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { Registry } from 'prom-client';
 import { agentFrontEnd } from './agent-front.js';
 import type { AgentBackend, Answer } from './gateway.js';
@@ -18,7 +22,6 @@ import { countRefusals, httpMetrics } from './metrics.js';
 import { withServer } from './openapi.js';
 import type { AgentThreadData, FromAgentThread, ToAgentThread, AgentCall } from './agent-thread.js';
 
-const data = workerData as AgentThreadData;
 const port = parentPort!;
 
 /** Calls waiting for their answers, by id; what is not yet posted. */
@@ -42,12 +45,6 @@ function flush(): void {
   lines = '';
 }
 
-const log = createLogger(data.logLevel, data.nodeId, {
-  write(line: string) {
-    lines += line;
-    schedule();
-  },
-});
 const registry = new Registry();
 const metrics = httpMetrics(registry);
 
@@ -68,10 +65,14 @@ const backend: AgentBackend = {
   health: (which) => call('health', which),
 };
 
-const server = limitedServer({ cert: data.cert, key: data.key, minVersion: 'TLSv1.2' }, data.http);
+/** The listener, once the node's thread has sent the settings. */
+let server: ReturnType<typeof limitedServer> | null = null;
 
 port.on('message', (m: ToAgentThread) => {
   switch (m.kind) {
+    case 'start':
+      start(m.data);
+      return;
     case 'answers':
       for (const { id, answer } of m.answers) {
         const resolve = waiting.get(id);
@@ -84,7 +85,7 @@ port.on('message', (m: ToAgentThread) => {
       return;
     case 'close':
       // No new connection is taken; requests in flight are answered, then the thread says so.
-      void closeListener(server).then(() => {
+      void (server === null ? Promise.resolve() : closeListener(server)).then(() => {
         flush();
         send({ kind: 'closed' });
       });
@@ -92,19 +93,30 @@ port.on('message', (m: ToAgentThread) => {
   }
 });
 
-listen(server, data.port, data.host, countRefusals(metrics, 'agent')).then(
-  () => {
-    const url = listenerUrl(data.host, server, data.advertised);
-    // Attached in the same turn as the bind completes, before a connection can be accepted.
-    server.on('request', agentFrontEnd({
-      backend,
-      bodyBytesMax: data.bodyBytesMax,
-      entriesPerIntentMax: data.entriesPerIntentMax,
-      openapi: withServer(readFileSync(data.openapiFile, 'utf8'), url),
-      log,
-      metrics,
-    }));
-    send({ kind: 'listening', url });
-  },
-  (err: NodeJS.ErrnoException & { port?: number; address?: string }) => send({ kind: 'failed', message: err.message, code: err.code ?? null, ...(err.syscall === undefined ? {} : { syscall: err.syscall }), ...(err.port === undefined ? {} : { port: err.port }), ...(err.address === undefined ? {} : { address: err.address }) }),
-);
+/** Binds the listener with the node's settings and says where, or why it could not. */
+function start(data: AgentThreadData): void {
+  const log = createLogger(data.logLevel, data.nodeId, {
+    write(line: string) {
+      lines += line;
+      schedule();
+    },
+  });
+  const listener = limitedServer({ cert: data.cert, key: data.key, minVersion: 'TLSv1.2' }, data.http);
+  server = listener;
+  listen(listener, data.port, data.host, countRefusals(metrics, 'agent')).then(
+    () => {
+      const url = listenerUrl(data.host, listener, data.advertised);
+      // Attached in the same turn as the bind completes, before a connection can be accepted.
+      listener.on('request', agentFrontEnd({
+        backend,
+        bodyBytesMax: data.bodyBytesMax,
+        entriesPerIntentMax: data.entriesPerIntentMax,
+        openapi: withServer(readFileSync(data.openapiFile, 'utf8'), url),
+        log,
+        metrics,
+      }));
+      send({ kind: 'listening', url });
+    },
+    (err: NodeJS.ErrnoException & { port?: number; address?: string }) => send({ kind: 'failed', message: err.message, code: err.code ?? null, ...(err.syscall === undefined ? {} : { syscall: err.syscall }), ...(err.port === undefined ? {} : { port: err.port }), ...(err.address === undefined ? {} : { address: err.address }) }),
+  );
+}

@@ -3,7 +3,9 @@
 // envelope, or what its schema found wrong), the answer comes back as written, the
 // thread's log lines reach the node's writer whole, and its request counts reach the
 // node's metrics; a closed thread is not a failure, and one that dies is reported once
-// and counts nothing more, without a metrics reading ever hanging.
+// and counts nothing more, without a metrics reading ever hanging; a thread started
+// early (before the node had read its settings) is the one a start takes, and one
+// discarded leaves a start to make its own.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
@@ -107,4 +109,19 @@ t.test('an address in use is the listener\'s own error', async (t) => {
   const port = Number(new URL(first.url).port);
   const err = await AgentThread.start({ ...data(), port }, new Recorder(), () => undefined, () => undefined).catch((e: NodeJS.ErrnoException) => e);
   t.equal((err as NodeJS.ErrnoException).code, 'EADDRINUSE');
+});
+
+t.test('a thread started early serves once a start hands it its settings; one discarded is not used', async (t) => {
+  AgentThread.startEarly();
+  const backend = new Recorder();
+  const thread = await AgentThread.start(data(), backend, () => undefined, () => undefined);
+  t.teardown(() => thread.close());
+  t.equal((await send(thread.url, 'POST', '/api/v1/intents', '{}')).status, 200);
+  t.equal(backend.intents.length, 1, 'the call crossed from the early thread');
+
+  AgentThread.startEarly();
+  AgentThread.discardEarly();
+  const fresh = await AgentThread.start(data(), new Recorder(), () => undefined, () => undefined);
+  t.teardown(() => fresh.close());
+  t.equal((await send(fresh.url, 'GET', '/healthz')).status, 200, 'a start after a discard makes its own thread');
 });

@@ -21,6 +21,7 @@ import type { Config } from './config.js';
 import { ApiError } from './errors.js';
 import type { AgentBackend, Answer, IntentCall, ReadCall } from './gateway.js';
 import type { MetricsJson } from './metrics.js';
+import { SpareWorker } from './spare-worker.js';
 
 /** What the thread is started with. */
 export interface AgentThreadData {
@@ -54,6 +55,7 @@ export type FromAgentThread =
   | { kind: 'closed' };
 
 export type ToAgentThread =
+  | { kind: 'start'; data: AgentThreadData }
   | { kind: 'answers'; answers: { id: number; answer: Answer }[] }
   | { kind: 'metrics'; id: number }
   | { kind: 'close' };
@@ -73,6 +75,14 @@ const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../dist/agent-thre
  */
 const YOUNG_GENERATION_MB = 16;
 
+/** The thread, loading its modules; it waits for its settings (a `start` message) before it binds. */
+function newWorker(): Worker {
+  // execArgv: the thread runs compiled JavaScript and needs none of the process's flags or loaders.
+  return new Worker(WORKER_URL, { name: 'apl-agent', execArgv: [], resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
+}
+
+const spare = new SpareWorker(newWorker, (code) => new Error(`the agent plane's thread exited (${code})`));
+
 const INTERNAL_ERROR: Answer = { status: 500, error: 'internal_error', text: JSON.stringify(ApiError.internal().body) };
 
 export class AgentThread {
@@ -87,14 +97,31 @@ export class AgentThread {
   private constructor(private readonly worker: Worker, readonly url: string, private readonly backend: AgentBackend, private readonly writeLines: (lines: string) => void) {}
 
   /**
-   * Starts the thread and resolves once it listens, with its address; rejects with the
-   * listener's error (an address in use, say) as binding in this thread would.
+   * Starts the thread now, before the node has read its settings (spare-worker.ts): it
+   * loads its modules (Express, the schemas, TLS; about half a second of CPU here)
+   * while the node's thread loads its own and opens its stores; `start` then takes it
+   * and hands it its settings. main.ts calls this first thing.
+   */
+  static startEarly(): void {
+    spare.start();
+  }
+
+  /** Ends a thread `startEarly` started that `start` will not take (`agent_plane_thread: false`). */
+  static discardEarly(): void {
+    spare.discard();
+  }
+
+  /**
+   * Starts the thread (or takes the one `startEarly` started) and resolves once it
+   * listens, with its address; rejects with the listener's error (an address in use,
+   * say) as binding in this thread would.
    * `writeLines` takes the thread's log lines (JSON lines, formatted there);
    * `onFailure` is called if the thread stops without being closed.
    */
   static start(data: AgentThreadData, backend: AgentBackend, writeLines: (lines: string) => void, onFailure: (err: Error) => void): Promise<AgentThread> {
-    // execArgv: the thread runs compiled JavaScript and needs none of the process's flags or loaders.
-    const worker = new Worker(WORKER_URL, { workerData: data, name: 'apl-agent', execArgv: [], resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
+    const taken = spare.take();
+    const worker = taken?.worker ?? newWorker();
+    worker.ref();
     return new Promise((resolve, reject) => {
       let thread: AgentThread | null = null;
       let reported = false;
@@ -106,6 +133,10 @@ export class AgentThread {
           onFailure(err);
         }
       };
+      if (taken?.failed) {
+        stopped(taken.failed);
+        return;
+      }
       worker.on('error', stopped);
       worker.on('exit', (code) => {
         thread?.gone();
@@ -124,6 +155,7 @@ export class AgentThread {
           thread?.receive(m);
         }
       });
+      worker.postMessage({ kind: 'start', data } satisfies ToAgentThread);
     });
   }
 

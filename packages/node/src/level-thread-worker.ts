@@ -2,8 +2,10 @@
  * The thread that owns the state store's LevelDB (see level-thread.ts): it takes the
  * requests the event loop posts, in the order they arrive, and answers each with its
  * id. Iterators and snapshots live here and are named by numbers the caller chose.
+ * The first request, `open`, names the store's directory: the thread may start before
+ * the node knows it (main.ts starts one first thing).
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { Level } from 'level';
 import type { LevelRequest, LevelResponse } from './level-thread.js';
 import { encodeFrames, readChunk, type FramedChunk, type FramesWritten } from './store-frames.js';
@@ -12,8 +14,8 @@ type Snapshot = ReturnType<Level<string, string>['snapshot']>;
 type Iterator = ReturnType<Level<string, string>['iterator']>;
 type RawIterator = ReturnType<typeof openRaw>;
 
-const { path, options } = workerData as { path: string; options: Record<string, unknown> };
-const db = new Level<string, string>(path, options);
+/** The store's LevelDB, made by the first request (`open`), which names it. */
+let db!: Level<string, string>;
 const iterators = new Map<number, Iterator>();
 /** Iterators opened `raw` (keys and values as bytes), each with the entries it read beyond the last chunk. */
 const raw = new Map<number, { it: RawIterator; entries: [Buffer, Buffer][]; at: number }>();
@@ -42,8 +44,10 @@ function at(snapshot: number | undefined): { snapshot?: Snapshot } {
 }
 
 async function handle(m: LevelRequest): Promise<unknown> {
+  if (m.op !== 'open' && db === undefined) throw new Error(`the store is not open (${m.op} before open)`);
   switch (m.op) {
     case 'open':
+      db = new Level<string, string>(m.path, m.options as Record<string, unknown>);
       return db.open();
     case 'close':
       for (const it of iterators.values()) await it.close();

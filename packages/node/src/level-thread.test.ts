@@ -2,10 +2,12 @@
 // reads, batches, ranges in both directions across the iterator's batches, snapshots
 // that keep the store as it was, errors with their codes; that an iterator left early
 // and the store itself close cleanly; that a store held open elsewhere is refused and
-// the refused handle closes; and that an idle thread does not keep the process alive
-// while a waiting request does.
+// the refused handle closes; that an idle thread does not keep the process alive
+// while a waiting request does; and that a thread started early (before the node knew
+// where its store is) is taken by the first store made, which it opens where that
+// store says, and a request before the open is refused, saying so.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -111,4 +113,30 @@ t.test('an idle LevelDB thread does not keep the process alive; a waiting reques
   t.equal(r.signal, null, 'it was not killed by the timeout');
   t.equal(r.status, 0, r.stderr);
   t.equal(r.stdout.trim(), 'answered', 'the awaited read was answered before the process ended');
+});
+
+t.test('a thread started early opens the first store made, where that store says', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-level-thread-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  ThreadedLevel.startEarly();
+  const db = new ThreadedLevel(join(dir, 'store'));
+  await db.open();
+  await db.batch([{ type: 'put', key: 'a', value: 'kept' }]);
+  t.equal(await db.get('a'), 'kept');
+  await db.close();
+  t.ok(existsSync(join(dir, 'store', 'CURRENT')), 'the LevelDB is at the location given');
+  const again = new ThreadedLevel(join(dir, 'store'));
+  await again.open();
+  t.equal(await again.get('a'), 'kept', 'and holds what was written');
+  await again.close();
+});
+
+t.test('a request before the store is opened is refused, saying so', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-level-thread-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const db = new ThreadedLevel(dir);
+  await t.rejects(db.get('a'), /the store is not open \(get before open\)/);
+  await db.open();
+  t.equal(await db.get('a'), undefined, 'it opens after all');
+  await db.close();
 });

@@ -15,6 +15,7 @@
  * process alive only while a request is outstanding.
  */
 import { Worker } from 'node:worker_threads';
+import { SpareWorker } from './spare-worker.js';
 import type { FramedChunk, FramesWritten } from './store-frames.js';
 
 export interface LevelRange {
@@ -29,7 +30,7 @@ export type LevelOp = { type: 'put'; key: string; value: string } | { type: 'del
 
 /** What the event loop asks of the worker. */
 export type LevelCall =
-  | { op: 'open' }
+  | { op: 'open'; path: string; options: LevelOptions }
   | { op: 'close' }
   | { op: 'get'; key: string; snapshot?: number }
   | { op: 'getMany'; keys: string[] }
@@ -64,6 +65,17 @@ export interface LevelOptions {
  */
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? '../dist/level-thread-worker.js' : './level-thread-worker.js', import.meta.url);
 
+/** A store's thread; it makes its LevelDB when told where (`open`), and keeps the process alive only while a request is outstanding. */
+function newWorker(): Worker {
+  // execArgv: the worker runs compiled JavaScript and needs none of the process's flags or loaders.
+  const worker = new Worker(WORKER_URL, { name: 'apl-level', execArgv: [] });
+  worker.unref();
+  return worker;
+}
+
+const exitError = (code: number) => new Error(`the state store's LevelDB thread exited (${code})`);
+const spare = new SpareWorker(newWorker, exitError);
+
 export class ThreadedLevel {
   private readonly worker: Worker;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
@@ -72,17 +84,27 @@ export class ThreadedLevel {
   /** set once the worker has gone: every request after it fails with this. */
   private gone: Error | null = null;
 
-  constructor(readonly location: string, options: LevelOptions = {}) {
-    // execArgv: the worker runs compiled JavaScript and needs none of the process's flags or loaders.
-    this.worker = new Worker(WORKER_URL, { workerData: { path: location, options }, name: 'apl-level', execArgv: [] });
-    this.worker.unref();
-    this.worker.on('message', (r: LevelResponse) => this.answer(r));
-    this.worker.on('error', (err) => this.fail(err));
-    this.worker.on('exit', (code) => this.fail(new Error(`the state store's LevelDB thread exited (${code})`)));
+  /**
+   * Starts a thread now, before the node has read its settings (spare-worker.ts): it
+   * starts and loads LevelDB (about a tenth of a second here) while the node's thread
+   * loads its modules; the first store made takes it. main.ts calls this first thing.
+   */
+  static startEarly(): void {
+    spare.start();
   }
 
+  constructor(readonly location: string, private readonly options: LevelOptions = {}) {
+    const taken = spare.take();
+    this.worker = taken?.worker ?? newWorker();
+    this.worker.on('message', (r: LevelResponse) => this.answer(r));
+    this.worker.on('error', (err) => this.fail(err));
+    this.worker.on('exit', (code) => this.fail(exitError(code)));
+    if (taken?.failed) this.fail(taken.failed);
+  }
+
+  /** Opens the store at `location` (the thread makes its LevelDB here: a thread started early did not know where). */
   open(): Promise<void> {
-    return this.call({ op: 'open' });
+    return this.call({ op: 'open', path: this.location, options: this.options });
   }
 
   async close(): Promise<void> {

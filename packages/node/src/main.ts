@@ -12,4 +12,11 @@ if (refusal !== null) {
   process.stderr.write(`${refusal}\n`);
   process.exit(2);
 }
+// The agent plane's thread and the state store's start on another CPU while this one
+// loads the server's modules, so that a node is up sooner (docs/operations.md). A
+// request for the usage starts no node, and they would only slow it.
+if (!process.argv.slice(2).includes('--help')) {
+  (await import('./agent-thread.js')).AgentThread.startEarly();
+  (await import('./level-thread.js')).ThreadedLevel.startEarly();
+}
 await import('./server.js');

@@ -54,6 +54,8 @@ const noPeers: Transport = {
 
 export async function startNode(c: Config, principals: AdminPrincipal[], opts: { log?: Logger; wrapDb?: WrapDb; onFatal?: (message: string) => void } = {}): Promise<RunningNode> {
   const log = opts.log ?? createLogger(c.log_level, c.node_id);
+  // A thread main.ts started early for the agent plane, not wanted here.
+  if (!c.agent_plane_thread) AgentThread.discardEarly();
   const metrics = new Metrics();
   const tls = tlsFiles(c);
   const { cert, key, ca, validTo } = readTls(tls, certificateMember(c));
