@@ -1,13 +1,18 @@
 // Proves that SIGTERM stops a node whose clients keep their connections busy: the
 // process exits while its clients, kept alive, still send (before, it answered them
-// for as long as they sent, and did not exit).
+// for as long as they sent, and did not exit); and that a SIGTERM sent while the node
+// starts, even the moment its node_started line is read, stops it gracefully once it
+// has started (before, the signal came before the node took it, and killed the process).
 import t from 'tap';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TOKENS, testCerts } from '../support/node.js';
-import { nodeEnv, spawnNode } from '../support/process.js';
+import { killOnExit } from '../support/cleanup.js';
+import { MAIN_JS, NODE_FLAGS, nodeEnv, spawnNode } from '../support/process.js';
+import { createInterface } from 'node:readline';
 
 t.test('SIGTERM under a steady load on kept-alive connections: the node exits while its clients still send', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'apl-graceful-'));
@@ -51,4 +56,27 @@ t.test('SIGTERM under a steady load on kept-alive connections: the node exits wh
   // up to timing; listener.test.ts proves that they do.)
   t.ok(exited, `the node exited while its clients kept sending (${afterStop} answers after SIGTERM, ${closedAfterStop} of them closing their connection)`);
   await Promise.all(loops);
+});
+
+t.test('a SIGTERM while the node starts stops it gracefully once it has started', async (t) => {
+  // Sent when the replica has opened (its first line, well before node_started), and,
+  // in a second start, the moment node_started is read: both come before the start
+  // returns to the code that used to take the signals.
+  for (const at of ['replica_open', 'node_started']) {
+    const dir = mkdtempSync(join(tmpdir(), 'apl-graceful-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const child = spawn(process.execPath, [...NODE_FLAGS, MAIN_JS], { env: nodeEnv(dir), stdio: ['ignore', 'pipe', 'ignore'] });
+    killOnExit(child);
+    const events: string[] = [];
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const event = /"event":"(\w+)"/.exec(line)?.[1];
+      if (event === undefined) return;
+      events.push(event);
+      // Sent as the line is read, not a turn later.
+      if (event === at) child.kill('SIGTERM');
+    });
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) => child.once('exit', (c, s) => r([c, s])));
+    t.same({ code, signal }, { code: 0, signal: null }, `at ${at}: it exited by itself, not by the signal`);
+    t.same(events.filter((e) => ['node_started', 'signal', 'node_stopped'].includes(e)), ['node_started', 'signal', 'node_stopped'], `at ${at}: it started, then stopped as a graceful stop does`);
+  }
 });

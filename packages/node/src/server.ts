@@ -3,6 +3,7 @@
  * development setup, the node, and a graceful stop on SIGINT and SIGTERM.
  */
 import { createServer } from 'node:net';
+import { constants as osConstants } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Status } from '@apl/raft';
 import { ConfigError, envName, listeners, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
@@ -60,6 +61,21 @@ async function main(): Promise<void> {
     process.stderr.write(`${message}\n`);
     void (started?.close() ?? Promise.resolve()).finally(() => process.exit(2));
   };
+  // SIGINT and SIGTERM are taken from before the node starts: one that comes while it
+  // starts (the node_started line, which a supervisor may answer with a SIGTERM at once,
+  // is logged before the start returns here) stops it gracefully as soon as it has
+  // started. A second one before then ends the process at once.
+  let stopping: NodeJS.Signals | null = null;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping !== null) {
+      if (started === null) process.exit(128 + osConstants.signals[signal]);
+      return;
+    }
+    stopping = signal;
+    if (started !== null) stopGracefully(started, signal);
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
   const node = await startNode(config, loadPrincipals(config), { onFatal });
   started = node;
   const tls = tlsFiles(config);
@@ -82,18 +98,16 @@ async function main(): Promise<void> {
     node.log.warn({ event: 'unknown_variable', variable: v.name, nearest: v.nearest }, 'an APL_ variable that sets nothing');
   }
   process.stderr.write(`${lines.join('\n')}\n`);
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    node.log.info({ event: 'signal', signal }, 'stopping');
-    node.close().then(() => process.exit(0), (err: Error) => {
-      node.log.error({ event: 'stop_failed', err: err.message }, 'stop failed');
-      process.exit(1);
-    });
-  };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  if (stopping !== null) stopGracefully(node, stopping);
+}
+
+/** Stops the node (leadership handed over, requests in flight answered), then the process. */
+function stopGracefully(node: RunningNode, signal: NodeJS.Signals): void {
+  node.log.info({ event: 'signal', signal }, 'stopping');
+  node.close().then(() => process.exit(0), (err: Error) => {
+    node.log.error({ event: 'stop_failed', err: err.message }, 'stop failed');
+    process.exit(1);
+  });
 }
 
 main().catch((err: Error) => {
