@@ -18,7 +18,7 @@ import t from 'tap';
 import type { SaveBatch } from './storage.js';
 import { bytes, ents } from './testing.js';
 import type { HardState, Snapshot } from './types.js';
-import { WalLogStore } from './wal-store.js';
+import { lastNonZero, WalLogStore } from './wal-store.js';
 
 async function tempDir(t: { teardown: (f: () => Promise<void>) => void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'apl-raft-wal-'));
@@ -534,4 +534,35 @@ t.test('a durable save is one write through O_DSYNC, with the bytes no sync cove
   t.same(indexes(b), range(1, 79));
   t.same(b.hardState, hs(1, 'a', 78));
   await s.close();
+});
+
+t.test('the last non-zero byte of a tail is found as a byte-by-byte scan finds it, at any alignment', async (t) => {
+  const naive = (b: Uint8Array, from: number) => {
+    for (let i = b.length - 1; i >= from; i--) if (b[i] !== 0) return i;
+    return -1;
+  };
+  // A fixed sequence of cases (a linear congruential generator): lengths 0 to 40 bytes,
+  // views at every offset of their buffer, zero to three non-zero bytes, every start.
+  let seed = 12345;
+  const next = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+  let cases = 0;
+  let mismatches = 0;
+  for (let len = 0; len <= 40; len++) {
+    for (let offset = 0; offset < 4; offset++) {
+      for (let k = 0; k < 4; k++) {
+        const b = new Uint8Array(new ArrayBuffer(len + offset + 3), offset, len);
+        for (let j = 0; j < k && len > 0; j++) b[next(len)] = 1 + next(255);
+        for (let from = 0; from <= len; from++) {
+          cases++;
+          if (lastNonZero(b, from) !== naive(b, from)) mismatches++;
+        }
+      }
+    }
+  }
+  t.equal(mismatches, 0, `${cases} cases`);
+  const big = new Uint8Array(8 << 20);
+  t.equal(lastNonZero(big, 0), -1, 'a tail of zeros has none');
+  big[12345] = 9;
+  t.equal(lastNonZero(big, 100), 12345);
+  t.equal(lastNonZero(big, 12346), -1, 'nothing at or after the start');
 });

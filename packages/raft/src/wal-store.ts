@@ -543,7 +543,7 @@ export class WalLogStore implements LogStore {
       return;
     }
     await this.openSegment(seg.path, end.pos, UNKNOWN);
-    const zeroed = await zeroTail(this.fh!, this.pos, seg.size);
+    const zeroed = await zeroTail(this.fh!, this.pos, end.lastNonZero);
     if (zeroed !== null && zeroed > 0) this.droppedTail = { segment: basename(seg.path), offset: end.pos, bytes: zeroed };
     if (zeroed === null) {
       // Too much to zero: the segment ends here, and the next write starts a new one.
@@ -557,15 +557,17 @@ export class WalLogStore implements LogStore {
    * Reads `segments` in order into the boot state. The first invalid record ends the
    * log if it is in the last segment written; anywhere else it is corruption.
    */
-  private async read(segments: Segment[]): Promise<{ boot: Boot; end: { segment: number; pos: number } }> {
+  private async read(segments: Segment[]): Promise<{ boot: Boot; end: { segment: number; pos: number; lastNonZero: number } }> {
     let hardState: HardState = { ...EMPTY_HARD_STATE };
     let snap: SnapshotRecord | null = null;
     let first = 0;
     let entries: Entry[] = [];
     let end = { segment: 0, pos: 0 };
+    /** the last non-zero byte after the last whole record, in its segment (read here, not again). */
+    let tail = -1;
     for (const [si, seg] of segments.entries()) {
-      const bytes = await readFile(seg.path);
-      seg.size = bytes.length;
+      const { bytes, size } = await readSegment(seg.path);
+      seg.size = size;
       seg.maxIndex = 0;
       seg.seed = seedIn(bytes, seg.seq);
       let pos = 0;
@@ -624,6 +626,7 @@ export class WalLogStore implements LogStore {
         pos += HEADER + body.length;
         end = { segment: si, pos };
       }
+      if (end.segment === si) tail = lastNonZero(bytes, end.pos);
     }
     const snapshot = snap === null ? null : await this.readSnapshotFile(snap);
     const offset = snap?.index ?? 0;
@@ -637,7 +640,7 @@ export class WalLogStore implements LogStore {
     if (hardState.commit > offset + entries.length) {
       throw new LogStoreCorruptError(`commit ${hardState.commit} beyond the stored log (${offset + entries.length})`);
     }
-    return { boot: { hardState, snapshot, entries }, end };
+    return { boot: { hardState, snapshot, entries }, end: { ...end, lastNonZero: tail } };
   }
 }
 
@@ -794,27 +797,67 @@ async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Pr
 }
 
 /**
- * Zeroes a segment from `from` up to its last non-zero byte (a torn write's remains),
- * if that is at most ZERO_CHUNK bytes, and answers how many bytes it zeroed; answers
- * null, writing nothing, if it is more.
+ * Zeroes a segment from `from` up to `last`, its last non-zero byte (a torn write's
+ * remains), if that is at most ZERO_CHUNK bytes, and answers how many bytes it zeroed;
+ * answers null, writing nothing, if it is more.
  */
-async function zeroTail(fh: FileHandle, from: number, size: number): Promise<number | null> {
-  const chunk = new Uint8Array(ZERO_CHUNK);
-  let lastNonZero = -1;
-  for (let at = from; at < size; at += chunk.length) {
-    const { bytesRead } = await fh.read(chunk, 0, Math.min(chunk.length, size - at), at);
-    for (let i = bytesRead - 1; i >= 0; i--) {
-      if (chunk[i] !== 0) {
-        lastNonZero = at + i;
-        break;
-      }
-    }
-    if (lastNonZero + 1 - from > ZERO_CHUNK) return null;
-  }
-  if (lastNonZero < from) return 0;
-  await writeAll(fh, new Uint8Array(lastNonZero + 1 - from), from);
+async function zeroTail(fh: FileHandle, from: number, last: number): Promise<number | null> {
+  if (last < from) return 0;
+  if (last + 1 - from > ZERO_CHUNK) return null;
+  await writeAll(fh, new Uint8Array(last + 1 - from), from);
   await fh.datasync();
-  return lastNonZero + 1 - from;
+  return last + 1 - from;
+}
+
+/**
+ * The offset of the last non-zero byte of `bytes` at or after `from`, or -1 if there is
+ * none. A segment's tail is mostly zeros (its space is made ahead), so the scan runs
+ * from the end, a 32-bit word at a time.
+ */
+export function lastNonZero(bytes: Uint8Array, from: number): number {
+  let i = bytes.length;
+  // Byte by byte down to a word boundary of the buffer, then whole words, then byte by byte.
+  while (i > from && (bytes.byteOffset + i) % 4 !== 0) if (bytes[--i] !== 0) return i;
+  const lo = from + ((4 - ((bytes.byteOffset + from) % 4)) % 4);
+  if (i - lo >= 4) {
+    const words = new Uint32Array(bytes.buffer, bytes.byteOffset + lo, (i - lo) >> 2);
+    let w = words.length;
+    while (w > 0 && words[w - 1] === 0) w--;
+    i = lo + w * 4;
+  }
+  while (i > from) if (bytes[--i] !== 0) return i;
+  return -1;
+}
+
+/**
+ * A segment's bytes and its size. One whose first record header is zeros holds no
+ * record (a segment made ahead of need, which a restart finds after the last one
+ * written): only that header is read, not the segment's 64 MiB of zeros.
+ */
+async function readSegment(path: string): Promise<{ bytes: Uint8Array; size: number }> {
+  const fh = await open(path, 'r');
+  try {
+    const { size } = await fh.stat();
+    const head = new Uint8Array(Math.min(HEADER, size));
+    await readAll(fh, head, 0);
+    if (head.every((b) => b === 0)) return { bytes: head, size };
+    const bytes = new Uint8Array(size);
+    bytes.set(head);
+    await readAll(fh, bytes.subarray(head.length), head.length);
+    return { bytes, size };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Fills `into` from the file at `position`; a file shorter than that is an error. */
+async function readAll(fh: FileHandle, into: Uint8Array, position: number): Promise<void> {
+  let done = 0;
+  while (done < into.length) {
+    const { bytesRead } = await fh.read(into, done, into.length - done, position + done);
+    if (bytesRead === 0) throw new LogStoreCorruptError(`a segment ended at byte ${position + done} while it was read (it was ${position + into.length} bytes)`);
+    done += bytesRead;
+  }
 }
 
 /** Whether any of `segments` starts with a whole record, under its seed or as a plain CRC-32. */
