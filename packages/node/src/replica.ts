@@ -253,8 +253,19 @@ export class Replica {
   private static async openLocked(opts: ReplicaOptions, lock: DataDirLock): Promise<Replica> {
     const walDir = join(opts.dataDir, 'wal');
     const walMade = !existsSync(walDir) && !existsSync(join(opts.dataDir, 'raft', 'CURRENT'));
-    const log = await openLog(opts.dataDir, opts.raft.wal_segment_bytes);
-    const store = await LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, blockBytes: opts.blockBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) });
+    // The Raft log and the state store open together: the log is read on this thread,
+    // the store on its own (a restart reads a whole segment of the log, and LevelDB
+    // replays its own log). If either fails, the other is closed again.
+    const [logOpened, storeOpened] = await Promise.allSettled([
+      openLog(opts.dataDir, opts.raft.wal_segment_bytes),
+      LedgerStore.open(join(opts.dataDir, 'ledger'), { cacheEntriesMax: opts.cacheEntriesMax, writeBufferBytes: opts.writeBufferBytes, blockBytes: opts.blockBytes, ...(opts.wrapDb ? { wrap: opts.wrapDb } : {}) }),
+    ]);
+    if (logOpened.status === 'rejected' || storeOpened.status === 'rejected') {
+      if (logOpened.status === 'fulfilled') await logOpened.value.close();
+      if (storeOpened.status === 'fulfilled') await storeOpened.value.close();
+      throw logOpened.status === 'rejected' ? logOpened.reason : (storeOpened as PromiseRejectedResult).reason;
+    }
+    const [log, store] = [logOpened.value, storeOpened.value];
     const loaded = await log.load();
     if (log instanceof WalLogStore && log.droppedTail !== null) {
       const d = log.droppedTail;
