@@ -11,6 +11,7 @@ const dir = new URL('../test/dist/bench/', import.meta.url).pathname;
 const ABOUT = {
   intents: 'a standalone node over HTTPS: 1, 16, 64 and 256 in flight, then half of the peak, open loop',
   growth: 'a million intents on one node, a line per 100,000, then a restart',
+  start: "a node's start, on a fresh data directory and on one holding intents: time to node_started, and its CPU",
   cluster: 'a three-node cluster at 1 to 256 in flight, then failovers (SIGKILL of the primary)',
   snapshot: "a node's store streamed to a member behind compaction, process to process: time, rate, each side's CPU",
   disk: "the disk's synced writes, appended and over zeros, alone and beside a compaction-shaped writer",
