@@ -571,6 +571,8 @@ export class WalLogStore implements LogStore {
       seg.maxIndex = 0;
       seg.seed = seedIn(bytes, seg.seq);
       let pos = 0;
+      /** the last non-zero byte after an invalid record, found for the search behind it. */
+      let lastAfterInvalid: number | null = null;
       for (;;) {
         const rec = recordAt(bytes, pos, seg.seed);
         if (rec === 'end') break;
@@ -580,7 +582,8 @@ export class WalLogStore implements LogStore {
             throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and records after it`);
           }
           const lastIndex = entries.length === 0 ? snap?.index ?? 0 : first + entries.length - 1;
-          const after = nextEntryAt(bytes, pos, lastIndex) ? entriesAfter(bytes, pos, seg.seed, lastIndex) : null;
+          lastAfterInvalid = lastNonZero(bytes, pos);
+          const after = nextEntryAt(bytes, pos, lastIndex) ? entriesAfter(bytes, pos, seg.seed, lastIndex, lastAfterInvalid) : null;
           if (after !== null && after.to - after.from > ENTRY_WRITE_MAX) {
             throw new LogStoreCorruptError(`segment ${segmentName(seg.seq)}: an invalid record at byte ${pos}, and whole entries after it from byte ${after.from} to ${after.to}, `
               + `more than the last write could hold: they were acknowledged, and reading the log only to the damaged record would lose them`);
@@ -626,7 +629,8 @@ export class WalLogStore implements LogStore {
         pos += HEADER + body.length;
         end = { segment: si, pos };
       }
-      if (end.segment === si) tail = lastNonZero(bytes, end.pos);
+      // After an invalid record in a segment with whole ones, end.pos is where it starts.
+      if (end.segment === si) tail = lastAfterInvalid ?? lastNonZero(bytes, end.pos);
     }
     const snapshot = snap === null ? null : await this.readSnapshotFile(snap);
     const offset = snap?.index ?? 0;
@@ -683,13 +687,16 @@ function nextEntryAt(bytes: Uint8Array, pos: number, lastIndex: number): boolean
  * damaged, so every offset is tried; a candidate must be an entry whose index follows
  * `lastIndex` within INDEX_REACH before its checksum is computed, which random bytes
  * and the records of a segment's earlier life (another seed, older indexes) do not pass.
+ * An entry's type byte is not zero, so no candidate starts later than HEADER bytes
+ * before `last`, the segment's last non-zero byte: the zeros a segment is made of are
+ * not searched (a torn write at the end of a 64 MiB segment was searched to its end).
  */
-function entriesAfter(bytes: Uint8Array, pos: number, seed: number, lastIndex: number): { from: number; to: number } | null {
+function entriesAfter(bytes: Uint8Array, pos: number, seed: number, lastIndex: number, last: number): { from: number; to: number } | null {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let from = -1;
   let to = -1;
   let p = pos + 1;
-  while (p + HEADER + 18 <= bytes.length) {
+  while (p + HEADER + 18 <= bytes.length && p + HEADER <= last) {
     const length = view.getUint32(p);
     if (length >= 18 && bytes[p + HEADER] === T_ENTRY && p + HEADER + length <= bytes.length) {
       const index = Number(view.getBigUint64(p + HEADER + 1));
@@ -863,7 +870,7 @@ async function readAll(fh: FileHandle, into: Uint8Array, position: number): Prom
 /** Whether any of `segments` starts with a whole record, under its seed or as a plain CRC-32. */
 async function anyRecords(segments: Segment[]): Promise<boolean> {
   for (const s of segments) {
-    const bytes = await readFile(s.path);
+    const { bytes } = await readSegment(s.path);
     if (recordAt(bytes, 0, seedIn(bytes, s.seq)) instanceof Uint8Array) return true;
   }
   return false;
