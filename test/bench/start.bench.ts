@@ -6,12 +6,15 @@
  *
  * `--starts` starts on a fresh data directory each; then one node records `--intents`
  * intents of the benchmark's mix and stops, and is restarted `--starts` times on that
- * directory. Each start is stopped (SIGTERM) before the next. `--main` runs another
- * build's server, to compare two builds on one machine.
+ * directory; then `--starts` times more, each after a write torn by a crash is put at
+ * the end of its Raft log (the head of an entry that follows the last one, its body
+ * never written), which the node drops after searching the rest of the segment for
+ * whole entries behind it. Each start is stopped (SIGTERM) before the next. `--main`
+ * runs another build's server, to compare two builds on one machine.
  *
  * Usage: npm run bench -- start [--starts 10] [--intents 2000] [--parties 16] [--main <main.js>] [--json <file>]
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ScriptArgs } from '../support/args.js';
@@ -88,6 +91,17 @@ for (let i = 0; i < starts; i++) {
   if (after < applied) throw new Error(`restart ${i + 1}: applied index ${after}, below the ${applied} the node had applied before it stopped`);
   await server.stop({ keepData: true });
 }
+const torn: Start[] = [];
+for (let i = 0; i < starts; i++) {
+  const at = tearLog(join(dataDir, 'wal'));
+  const { server, start } = await timedStart(dataDir);
+  torn.push(start);
+  const after = await appliedIndex(server);
+  if (after < applied) throw new Error(`restart ${i + 1} after a torn write: applied index ${after}, below the ${applied} the node had applied before it stopped`);
+  const dropped = server.proc.output().split('\n').some((l) => l.includes('"event":"wal_tail_dropped"') && l.includes(`"offset":${at.pos}`));
+  await server.stop({ keepData: true });
+  if (!dropped) throw new Error(`restart ${i + 1}: the node did not log the torn write at byte ${at.pos} of ${at.file} as dropped (wal_tail_dropped)`);
+}
 rmSync(dataDir, { recursive: true, force: true });
 
 const row = (what: string, s: Start[]) => {
@@ -103,5 +117,55 @@ console.log('|---|---:|---:|---:|---:|');
 const figures = {
   fresh: row('fresh', fresh),
   restart: row(`holding ${intents.toLocaleString('en-US')} intents`, restarts),
+  tornWrite: row(`the same, after a write torn by a crash`, torn),
 };
 if (a.json !== undefined) writeFileSync(a.json, `${JSON.stringify({ intents, applied, ...figures }, null, 2)}\n`);
+
+/**
+ * Puts a torn write at the end of the Raft log in `walDir`, as a crash during a write
+ * leaves it: the header of a record whose body (500 bytes) never reached the disk but
+ * for its first 17 bytes, an entry of the index after the last one, so that it still
+ * reads as the log's next entry. Records are a u32 length, a u32 CRC-32 and the body
+ * (a type byte, 1 for an entry, then its index and its term, each a u64); a length of
+ * zero ends them (packages/raft/src/wal-store.ts). Says where it put it.
+ */
+function tearLog(walDir: string): { file: string; pos: number } {
+  const segments = readdirSync(walDir).filter((n) => n.endsWith('.wal')).sort().map((n) => join(walDir, n));
+  const written = segments.filter((f) => !isZero(f, 0, 8));
+  const file = written.at(-1);
+  if (file === undefined) throw new Error(`no segment in ${walDir} holds a record`);
+  const bytes = readFileSync(file);
+  let pos = 0;
+  let last: { index: bigint; term: bigint } | null = null;
+  while (pos + 8 <= bytes.length && bytes.readUInt32BE(pos) !== 0) {
+    if (bytes[pos + 8] === 1) last = { index: bytes.readBigUInt64BE(pos + 9), term: bytes.readBigUInt64BE(pos + 17) };
+    pos += 8 + bytes.readUInt32BE(pos);
+  }
+  if (last === null) throw new Error(`the last segment written, ${file}, holds no entry`);
+  const head = Buffer.alloc(8 + 17);
+  head.writeUInt32BE(500, 0);
+  head.writeUInt32BE(0xdeadbeef, 4);
+  head[8] = 1;
+  head.writeBigUInt64BE(last.index + 1n, 9);
+  head.writeBigUInt64BE(last.term, 17);
+  const fd = openSync(file, 'r+');
+  try {
+    writeSync(fd, head, 0, head.length, pos);
+  } finally {
+    closeSync(fd);
+  }
+  return { file, pos };
+}
+
+/** Whether `length` bytes of `file` at `pos` are all zeros. */
+function isZero(file: string, pos: number, length: number): boolean {
+  const fd = openSync(file, 'r');
+  try {
+    const b = Buffer.alloc(length);
+    readSync(fd, b, 0, length, pos);
+    return b.every((x) => x === 0);
+  } finally {
+    closeSync(fd);
+  }
+}
+
