@@ -92,6 +92,13 @@ export const ConfigSchema = z.strictObject({
    * rather than by a whole store (etcd's SnapshotCatchUpEntries).
    */
   snapshot_catchup_entries: int(0, 10_000_000).default(5_000),
+  /**
+   * ready_lag_entries_max: a member is ready (GET /readyz) while it has applied all but at
+   * most this many of the entries it knows committed. A follower applies what the primary
+   * commits a few entries behind it as a matter of course; one catching up (a restart, a
+   * partition healed) is behind by more, and is not ready until it is back within this.
+   */
+  ready_lag_entries_max: int(0, 10_000_000).default(1_000),
   /** snapshot_timeout_ms: a state store streamed to a member behind compaction must arrive within this. */
   snapshot_timeout_ms: ms(300_000),
   raft: z.strictObject({

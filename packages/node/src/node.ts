@@ -100,6 +100,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     proposalsInFlightMax: c.limits.proposals_in_flight_max,
     snapshotIntervalEntries: c.snapshot_interval_entries,
     snapshotCatchupEntries: c.snapshot_catchup_entries,
+    readyLagEntriesMax: c.ready_lag_entries_max,
     cacheEntriesMax: c.store.cache_entries_max,
     writeBufferBytes: c.store.write_buffer_bytes,
     blockBytes: c.store.block_bytes,
@@ -201,7 +202,9 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       if (!ready && detail.reason === undefined) {
         detail.reason = s.leader === null
           ? 'no primary is known: an election is under way, or this replica cannot reach a majority of the voters'
-          : replica.appliedIndex < s.commit ? `this replica is applying the log: ${replica.appliedIndex} of ${s.commit} committed entries applied` : 'the node is shutting down';
+          : s.commit - replica.appliedIndex > c.ready_lag_entries_max
+            ? `this replica is applying the log: ${replica.appliedIndex} of ${s.commit} committed entries applied (it serves once within ${c.ready_lag_entries_max}, ready_lag_entries_max)`
+            : 'the node is shutting down';
       }
       return { ready, detail };
     },

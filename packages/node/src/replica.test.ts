@@ -8,7 +8,8 @@
 // after an election timeout (not the commit timeout); a proposal made during a leadership transfer is recorded
 // (by the new primary, or here if the transfer fails); a removed member refuses every
 // read, and its id is never added back; a MEMBERS file a member cannot write is logged,
-// and the change applies all the same.
+// and the change applies all the same; a follower far behind what it knows committed is
+// not ready, and one a few entries behind is.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,7 +58,7 @@ interface Member {
  * the primary, and the primary's answer reaches the follower only once the follower
  * has applied the entry itself (or after 5 s, as a refusal).
  */
-async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean; forward?: boolean; commitTimeoutMs?: number; tickIntervalMs?: number } = {}) {
+async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLate?: boolean; forward?: boolean; commitTimeoutMs?: number; tickIntervalMs?: number; readyLagEntriesMax?: number; delivered?: (to: Replica, id: NodeId) => void } = {}) {
   const ids = ['n1', 'n2', 'n3'];
   const members = new Map<NodeId, Member>();
   /** messages to or from these members are lost. */
@@ -72,7 +73,11 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
         if (down.has(m.from) || down.has(m.to)) continue;
         if (m.type === 'snap' && noSnapshots.has(m.to)) continue;
         if (lose.when(m)) continue;
-        setImmediate(() => members.get(m.to)?.replica.step(m));
+        setImmediate(() => {
+          const to = members.get(m.to);
+          to?.replica.step(m);
+          if (to) opts.delivered?.(to.replica, to.id);
+        });
       }
     },
   };
@@ -108,7 +113,7 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
       id, peers: ids, peerContext: {}, clusterId, clusterState: 'new', dataDir: dir,
       raft: { tick_ms: 10, election_ticks: 100, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
       tickIntervalMs: opts.tickIntervalMs ?? 3_600_000, commitTimeoutMs: opts.commitTimeoutMs ?? 5_000, proposalsInFlightMax: 1_000,
-      snapshotIntervalEntries: 20, snapshotCatchupEntries: 5,
+      snapshotIntervalEntries: 20, snapshotCatchupEntries: 5, readyLagEntriesMax: opts.readyLagEntriesMax ?? 1_000,
       cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
       transport, log: createLogger('info', id, sink), metrics: new Metrics(), wrapDb: wrap,
       ...(opts.forwardAnswersLate ? {
@@ -290,6 +295,37 @@ const catching = (f: () => void): unknown => {
 };
 const handOvers = (m: Member) => m.events.filter((e) => e.event === 'leadership_handed_over');
 const party = (id: string): Operation => ({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id });
+
+t.test('a follower far behind what it knows committed is not ready until within readyLagEntriesMax; a few entries behind, it is', async (t) => {
+  for (const max of [10, 1_000]) {
+    /** the follower's readiness and lag right after each message it took. */
+    const seen: { ready: boolean; lag: number }[] = [];
+    let watched: NodeId | null = null;
+    const { all, down, until } = await openMembers(t, `ready-lag-${max}`, {
+      readyLagEntriesMax: max,
+      delivered: (r, id) => {
+        if (id !== watched) return;
+        const s = r.status();
+        seen.push({ ready: r.ready(), lag: s.commit - r.store.position.applied });
+      },
+    });
+    const primary = await primaryOf(all, until);
+    const follower = all.find((m) => m !== primary)!;
+    await until('the follower knows the primary and has applied all', () => follower.replica.ready() && follower.replica.status().leader === primary.id);
+    // Cut off for less than an election timeout, while 40 entries commit without it.
+    down.add(follower.id);
+    for (let k = 0; k < 40; k++) await primary.replica.propose(party(`behind-${max}-${k}`));
+    watched = follower.id;
+    down.delete(follower.id);
+    await until('the follower has applied all again', () => follower.replica.status().commit >= primary.replica.status().commit && follower.replica.store.position.applied >= primary.replica.status().commit);
+    const far = seen.filter((x) => x.lag > 10);
+    t.ok(far.length > 0, `max ${max}: the follower learned of entries more than 10 behind its store (lags seen: ${seen.map((x) => x.lag).join(', ')})`);
+    if (max === 10) t.ok(far.every((x) => !x.ready), 'more than 10 behind: not ready');
+    else t.ok(seen.every((x) => x.ready), 'within 1,000: ready all along, as a follower under load is');
+    t.ok(follower.replica.ready(), `max ${max}: ready once it has applied them`);
+    for (const m of all) await m.replica.close();
+  }
+});
 
 t.test('a primary that stops alone hands leadership to a follower, and says so', async (t) => {
   const { all, until } = await openMembers(t, 'handover-test');

@@ -73,6 +73,8 @@ export interface ReplicaOptions {
   snapshotIntervalEntries: number;
   /** entries kept before the applied index when the log is compacted. */
   snapshotCatchupEntries: number;
+  /** a member is ready while it is at most this many committed entries behind (`ready_lag_entries_max`). */
+  readyLagEntriesMax: number;
   cacheEntriesMax: number;
   writeBufferBytes: number;
   blockBytes: number;
@@ -367,11 +369,16 @@ export class Replica {
     return this.raft.status();
   }
 
-  /** Whether the member serves: open, not failed, a member, a primary known, and the log applied. */
+  /**
+   * Whether the member serves: open, not failed, a member, a primary known, and the log
+   * applied, but for at most `readyLagEntriesMax` entries: a follower under load is
+   * always a few committed entries behind (the next batch on its way to the store), and
+   * answering 503 for that turned it away from its load balancer about every second probe.
+   */
   ready(): boolean {
     const s = this.raft.status();
     return !this.closed && this.failed === null && this.removed === null && isMember(s.conf, this.opts.id) &&
-      s.leader !== null && this.store.position.applied >= s.commit;
+      s.leader !== null && s.commit - this.store.position.applied <= this.opts.readyLagEntriesMax;
   }
 
   /**
