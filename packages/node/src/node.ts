@@ -202,7 +202,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       if (!ready && detail.reason === undefined) {
         detail.reason = s.leader === null
           ? 'no primary is known: an election is under way, or this replica cannot reach a majority of the voters'
-          : s.commit - replica.appliedIndex > c.ready_lag_entries_max
+          : replica.catchingUp(s)
             ? `this replica is applying the log: ${replica.appliedIndex} of ${s.commit} committed entries applied (it serves once within ${c.ready_lag_entries_max}, ready_lag_entries_max)`
             : 'the node is shutting down';
       }

@@ -378,7 +378,12 @@ export class Replica {
   ready(): boolean {
     const s = this.raft.status();
     return !this.closed && this.failed === null && this.removed === null && isMember(s.conf, this.opts.id) &&
-      s.leader !== null && s.commit - this.store.position.applied <= this.opts.readyLagEntriesMax;
+      s.leader !== null && !this.catchingUp(s);
+  }
+
+  /** Whether the member is more than `readyLagEntriesMax` entries behind what it knows committed. */
+  catchingUp(s: Status = this.raft.status()): boolean {
+    return s.commit - this.store.position.applied > this.opts.readyLagEntriesMax;
   }
 
   /**
