@@ -43,6 +43,10 @@ t.test("a benchmark's --help lists its options with their defaults", async (t) =
   t.match(r.out, /^ {2}--half-peak-rps <value>$/m);
   t.match(r.out, /^ {2}--server-env <value> \(repeatable\)$/m);
   t.match(r.out, /^ {2}--no-half-peak$/m);
+  const chaos = run('test/dist/chaos/main.js', '--help');
+  t.equal(chaos.code, 0);
+  t.match(chaos.out, /^npm run chaos -- .*\[--server-env APL_NAME=value \.\.\.\]$/m);
+  t.match(chaos.out, /^ {2}--server-env <value> \(repeatable\)$/m);
 });
 
 t.test('bad options and values are refused before anything starts', async (t) => {
@@ -70,6 +74,7 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/bench/growth.bench.js', ['--intents', '20000'], '--intents 20000: expected a whole number of windows of 100000 (--window)'],
     ['test/dist/bench/disk.bench.js', ['--dir', '/nonexistent'], '--dir /nonexistent: no such directory'],
     ['test/dist/chaos/main.js', ['--agents', 'many'], '--agents many: expected a whole number of at least 1'],
+    ['test/dist/chaos/main.js', ['--server-env', 'SNAPSHOT_CATCHUP_ENTRIES=5000'], '--server-env SNAPSHOT_CATCHUP_ENTRIES=5000: expected APL_NAME=value'],
   ];
   // Each script starts a Node.js process that refuses at once: three run at a time.
   // Each lists the modules it loaded (support/loaded-modules.ts).

@@ -39,6 +39,8 @@ export interface ChaosOptions {
   agents: number;
   /** how many times the nemesis kills the primary, spread over the run; fewer (a run too short) fails a check. */
   killsMin: number;
+  /** the members' configuration over CHAOS_ENV (`npm run chaos -- --server-env`). */
+  env?: Record<string, string>;
   log: (line: string) => void;
 }
 
@@ -77,11 +79,21 @@ class Rng {
   }
 }
 
+/**
+ * The members' configuration in a run: commits confirmed or refused within 2 s, and a
+ * log compacted every 500 entries keeping 50, in segments of 64 KiB, so that a member
+ * paused or cut off for a second or two falls behind compaction and is sent the whole
+ * store, and segments are cut and used again all through the run.
+ */
+export const CHAOS_ENV: Readonly<Record<string, string>> = {
+  APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_SNAPSHOT_CATCHUP_ENTRIES: '50', APL_RAFT_WAL_SEGMENT_BYTES: '65536', APL_LOG_LEVEL: 'info',
+};
+
 export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const rng = new Rng(o.seed);
   const proxies = new Map<string, TcpProxy>();
   const c = await startCluster({
-    env: { APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_SNAPSHOT_CATCHUP_ENTRIES: '50', APL_RAFT_WAL_SEGMENT_BYTES: '65536', APL_LOG_LEVEL: 'info' },
+    env: { ...CHAOS_ENV, ...o.env },
     peerAddr: async (from, to) => {
       const p = await tcpProxy(to.ports.peer);
       proxies.set(`${from}>${to.id}`, p);

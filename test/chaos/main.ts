@@ -1,24 +1,31 @@
-// npm run chaos -- [--duration-s 600] [--seed 1] [--agents 8] [--kills 10]: a long chaos
-// run against three node processes on 127.0.0.1 (see harness.ts); prints the nemesis'
-// actions, the counts and every violation, and exits 1 when there is one.
+// npm run chaos -- [--duration-s 600] [--seed 1] [--agents 8] [--kills 10]
+// [--server-env APL_NAME=value ...]: a long chaos run against three node processes on
+// 127.0.0.1 (see harness.ts); prints the nemesis' actions, the counts and every
+// violation, and exits 1 when there is one. --server-env sets a member's configuration
+// over the run's own (CHAOS_ENV), e.g. the compaction of a default node instead of the
+// run's, which sends whole stores often.
 import { ScriptArgs } from '../support/args.js';
+import { serverOptions } from '../bench/support/server-args.js';
 
-const args = new ScriptArgs('npm run chaos -- [--duration-s 600] [--seed N] [--agents 8] [--kills N]', {
+const args = new ScriptArgs('npm run chaos -- [--duration-s 600] [--seed N] [--agents 8] [--kills N] [--server-env APL_NAME=value ...]', {
   'duration-s': { type: 'string', default: '600' },
   seed: { type: 'string', default: String(Date.now() % 100_000) },
   agents: { type: 'string', default: '8' },
   kills: { type: 'string' },
+  'server-env': { type: 'string', multiple: true },
 });
 const durationS = args.int('duration-s', 1);
 const seed = args.int('seed');
 const agents = args.int('agents', 1);
 // At least one kill a minute, and never fewer than three.
 const killsMin = args.values.kills === undefined ? Math.max(3, Math.floor(durationS / 60)) : args.int('kills');
+const env = serverOptions(args.values, (why) => args.refuse(why)).env ?? {};
 // The options are good: now the harness (the node's packages among it).
 const { runChaos } = await import('./harness.js');
 const started = Date.now();
-console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, ${killsMin} primary kills`);
-const report = await runChaos({ durationS, seed, agents, killsMin, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });
+const settings = Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ');
+console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, ${killsMin} primary kills${settings === '' ? '' : `; members with ${settings}`}`);
+const report = await runChaos({ durationS, seed, agents, killsMin, env, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });
 const f = report.failoverMs.slice().sort((a, b) => a - b);
 console.log(JSON.stringify({ ...report.counts, applied: report.applied, failover_ms: { n: f.length, median: f[Math.floor(f.length / 2)] ?? null, max: f[f.length - 1] ?? null } }));
 for (const v of report.violations) console.log(`VIOLATION ${v}`);
