@@ -81,12 +81,13 @@ class Rng {
 
 /**
  * The members' configuration in a run: commits confirmed or refused within 2 s, and a
- * log compacted every 500 entries keeping 50, in segments of 64 KiB, so that a member
- * paused or cut off for a second or two falls behind compaction and is sent the whole
- * store, and segments are cut and used again all through the run.
+ * log compacted every 500 entries keeping 50, held for no member behind, in segments of
+ * 64 KiB, so that a member paused or cut off for a second or two falls behind compaction
+ * and is sent the whole store, and segments are cut and used again all through the run.
  */
 export const CHAOS_ENV: Readonly<Record<string, string>> = {
-  APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_SNAPSHOT_CATCHUP_ENTRIES: '50', APL_RAFT_WAL_SEGMENT_BYTES: '65536', APL_LOG_LEVEL: 'info',
+  APL_COMMIT_TIMEOUT_MS: '2000', APL_TICK_INTERVAL_MS: '500', APL_SNAPSHOT_INTERVAL_ENTRIES: '500', APL_SNAPSHOT_CATCHUP_ENTRIES: '50', APL_SNAPSHOT_HOLD_ENTRIES: '0',
+  APL_RAFT_WAL_SEGMENT_BYTES: '65536', APL_LOG_LEVEL: 'info',
 };
 
 export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {

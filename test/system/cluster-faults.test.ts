@@ -125,7 +125,8 @@ t.test('503 commit_unavailable when the primary is cut off, and the retry posts 
 });
 
 t.test('a member behind compaction catches up by the chunked store stream', async (t) => {
-  const c = await startCluster({ env: { APL_SNAPSHOT_INTERVAL_ENTRIES: '20', APL_SNAPSHOT_CATCHUP_ENTRIES: '5' } });
+  // No hold for a member behind (snapshot_hold_entries 0): the primary compacts past it.
+  const c = await startCluster({ env: { APL_SNAPSHOT_INTERVAL_ENTRIES: '20', APL_SNAPSHOT_CATCHUP_ENTRIES: '5', APL_SNAPSHOT_HOLD_ENTRIES: '0' } });
   t.teardown(() => c.close());
   const leader = await c.leader();
   await bootstrap(c.handle(leader));
@@ -255,6 +256,40 @@ t.test('a member put back from an older copy stops with what to do; one whose di
   await c.kill(survivor);
   const foreign = await c.start(survivor, { APL_CLUSTER_ID: 'another-cluster' }).then(() => null, (err: Error) => err.message);
   t.match(foreign ?? 'it started', /belongs to cluster "apl-test-cluster", but the configuration names "another-cluster"/, 'a store of another cluster is refused');
+});
+
+t.test('a member stopped while many entries are written catches up from the log its primary held for it, with no snapshot', async (t) => {
+  // As the test of the chunked store stream above, with the default snapshot_hold_entries:
+  // the primary compacts every 20 entries keeping 5, but not past the stopped member.
+  const c = await startCluster({ env: { APL_SNAPSHOT_INTERVAL_ENTRIES: '20', APL_SNAPSHOT_CATCHUP_ENTRIES: '5' } });
+  t.teardown(() => c.close());
+  const leader = await c.leader();
+  await bootstrap(c.handle(leader));
+  const att = await c.issuer.sign(AGENT_A);
+  for (let k = 0; k < 30; k++) t.equal((await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { minor: 1 + k }) })).status, 200);
+  await logged(c, leader, /"event":"log_compacted"/);
+  t.pass('the primary compacts while every member is there');
+  const behind = c.members.map((m) => m.id).find((id) => id !== leader)!;
+  await c.kill(behind);
+  for (let k = 0; k < 80; k++) t.equal((await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { minor: 100 + k }) })).status, 200);
+  await c.start(behind);
+  await ready(c, behind);
+  const a = (await c.handle(leader).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  let b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  for (let k = 0; b.applied_index < a.applied_index && k < 100; k++) {
+    await sleep(50);
+    b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
+  }
+  t.equal(b.state_hash, a.state_hash, 'caught up');
+  t.equal(b.digest, a.digest, 'same digest');
+  t.equal(await metric(c, behind, /apl_peer_snapshots_total\{direction="received",outcome="installed"\} (\d+)/), 0, 'from the log: no store was streamed');
+  t.equal(await metric(c, leader, /apl_peer_snapshots_total\{direction="sent",outcome="installed"\} (\d+)/), 0, 'and the primary sent none');
+  // Once the member has every entry, the primary compacts again.
+  for (let k = 0; k < 30; k++) t.equal((await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { minor: 300 + k }) })).status, 200);
+  const compacted = () => c.process(leader)!.output().split('\n').filter((l) => l.includes('"event":"log_compacted"')).map((l) => (JSON.parse(l.replace(/^stdout: /, '')) as { index: number }).index);
+  const deadline = Date.now() + 10_000;
+  while (!compacted().some((i) => i > b.applied_index) && Date.now() < deadline) await sleep(100);
+  t.ok(compacted().some((i) => i > b.applied_index), `and compacts past where the member stopped once it is back (${compacted().join(', ')})`);
 });
 
 t.test('a member briefly behind catches up from the log tail that compaction keeps, with no snapshot', async (t) => {

@@ -28,9 +28,11 @@ const WRITE_GAP_MS_MAX = 3_000;
  * and the 200-entry tail cover the entries written during one install under this
  * test's load on a busy machine. With a tail of 10 a learner chased the compaction
  * point from store to store; with an interval of 40 (a 200-entry hold) it did too when
- * the primary wrote faster.
+ * the primary wrote faster. No hold for a member behind (snapshot_hold_entries 0): with
+ * one, the primary keeps the log for the dead member, and a learner that joins before
+ * the first compaction takes the whole log instead of the store.
  */
-const SMALL_LOG = { APL_SNAPSHOT_INTERVAL_ENTRIES: '100', APL_SNAPSHOT_CATCHUP_ENTRIES: '200' };
+const SMALL_LOG = { APL_SNAPSHOT_INTERVAL_ENTRIES: '100', APL_SNAPSHOT_CATCHUP_ENTRIES: '200', APL_SNAPSHOT_HOLD_ENTRIES: '0' };
 
 interface Load {
   /** the members intents are sent to; the test changes it as members come and go. */

@@ -93,6 +93,14 @@ export const ConfigSchema = z.strictObject({
    */
   snapshot_catchup_entries: int(0, 10_000_000).default(5_000),
   /**
+   * snapshot_hold_entries: while a member the primary has heard from in its term is
+   * behind and silent (stopped, restarting, paused, cut off), the primary compacts no
+   * further than the member needs until the log has grown by this many entries more than
+   * a compaction's usual interval, so that the member, back, catches up from the log
+   * rather than by a whole store. 0: such a member keeps only snapshot_catchup_entries.
+   */
+  snapshot_hold_entries: int(0, 10_000_000).default(50_000),
+  /**
    * ready_lag_entries_max: a member is ready (GET /readyz) while it has applied all but at
    * most this many of the entries it knows committed. A follower applies what the primary
    * commits a few entries behind it as a matter of course; one catching up (a restart, a

@@ -94,7 +94,7 @@ t.test('a replica refuses a data directory another process holds, and changes no
     id: 'n1', peers: ['n1'], peerContext: {}, clusterId: 'lock-test', clusterState: 'new', dataDir: dir,
     raft: { tick_ms: 10, election_ticks: 10, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
     tickIntervalMs: 3_600_000, commitTimeoutMs: 5_000, proposalsInFlightMax: 1_000,
-    snapshotIntervalEntries: 1_000, snapshotCatchupEntries: 100, readyLagEntriesMax: 1_000,
+    snapshotIntervalEntries: 1_000, snapshotCatchupEntries: 100, snapshotHoldEntries: 0, readyLagEntriesMax: 1_000,
     cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
     transport: { send: () => undefined }, log: createLogger('info', 'n1', sink), metrics: new Metrics(),
   });

@@ -100,6 +100,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     proposalsInFlightMax: c.limits.proposals_in_flight_max,
     snapshotIntervalEntries: c.snapshot_interval_entries,
     snapshotCatchupEntries: c.snapshot_catchup_entries,
+    snapshotHoldEntries: c.snapshot_hold_entries,
     readyLagEntriesMax: c.ready_lag_entries_max,
     cacheEntriesMax: c.store.cache_entries_max,
     writeBufferBytes: c.store.write_buffer_bytes,

@@ -2,8 +2,9 @@
 // one process, joined by a transport that delivers Raft messages between them. A
 // compaction decided while no member installs anything, whose store sync is still
 // running when a member begins to install, does not run once the sync is done; and the
-// rule itself, holdsCompaction, holds only for a live member installing or behind, and only for
-// SNAPSHOT_HOLD_INTERVALS intervals. With the same replicas: a stopping primary hands
+// rule itself, holdsCompaction, holds for a live member installing or behind for
+// SNAPSHOT_HOLD_INTERVALS intervals, and for a member behind whose entries the log still
+// holds for snapshot_hold_entries past an interval. With the same replicas: a stopping primary hands
 // over only to a member that is not stopping, and closing every member at once ends
 // after an election timeout (not the commit timeout); a proposal made during a leadership transfer is recorded
 // (by the new primary, or here if the transfer fails); a removed member refuses every
@@ -29,18 +30,37 @@ t.setTimeout(180_000);
 const progress = (state: ProgressStatus['state'], recentActive: boolean, match = 1_000): ProgressStatus =>
   ({ match, next: match + 1, state, voter: true, paused: false, recentActive, inflight: 0 });
 
-t.test('holdsCompaction: only a live member installing a store or behind the index holds, and only for five intervals', async (t) => {
+t.test('holdsCompaction: a live member installing a store or behind holds for five intervals; without snapshot_hold_entries, nothing else holds', async (t) => {
   const leader = progress('replicate', true);
-  t.notOk(holdsCompaction(null, 200, 100, 20), 'a follower has no progress to read');
-  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true) }, 120, 100, 20), 'no member installs or is behind');
-  t.ok(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 120, 100, 20), 'a live member installs');
-  t.notOk(holdsCompaction({ n1: leader, n2: progress('snapshot', false) }, 120, 100, 20), 'a silent one does not hold the log');
-  t.ok(holdsCompaction({ n1: leader, n2: progress('replicate', true, 119) }, 120, 100, 20), 'a live member still needs entries below the index (it has just installed a store)');
-  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true, 120) }, 120, 100, 20), 'one that has them all does not hold');
-  t.notOk(holdsCompaction({ n1: leader, n2: progress('probe', false, 0) }, 120, 100, 20), 'nor does a silent member behind (a dead one)');
-  t.ok(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 199, 100, 20), 'held below five intervals');
-  t.notOk(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 200, 100, 20), 'released at five intervals');
-  t.notOk(holdsCompaction({ n1: leader, n2: progress('replicate', true, 0) }, 200, 100, 20), 'for a member behind too');
+  const holds = (p: Parameters<typeof holdsCompaction>[0], index: number) => holdsCompaction(p, index, 100, 20, 0);
+  t.notOk(holds(null, 200), 'a follower has no progress to read');
+  t.notOk(holds({ n1: leader, n2: progress('replicate', true) }, 120), 'no member installs or is behind');
+  t.ok(holds({ n1: leader, n2: progress('snapshot', true) }, 120), 'a live member installs');
+  t.notOk(holds({ n1: leader, n2: progress('snapshot', false) }, 120), 'a silent one does not hold the log');
+  t.ok(holds({ n1: leader, n2: progress('replicate', true, 119) }, 120), 'a live member still needs entries below the index (it has just installed a store)');
+  t.notOk(holds({ n1: leader, n2: progress('replicate', true, 120) }, 120), 'one that has them all does not hold');
+  t.notOk(holds({ n1: leader, n2: progress('probe', false, 110) }, 120), 'nor does a silent member behind');
+  t.ok(holds({ n1: leader, n2: progress('snapshot', true) }, 199), 'held below five intervals');
+  t.notOk(holds({ n1: leader, n2: progress('snapshot', true) }, 200), 'released at five intervals');
+  t.notOk(holds({ n1: leader, n2: progress('replicate', true, 0) }, 200), 'for a member behind too');
+});
+
+t.test('holdsCompaction: a member behind whose entries the log holds keeps them for snapshot_hold_entries past an interval', async (t) => {
+  const leader = progress('replicate', true);
+  // The last compaction at 100, an interval of 20 entries, a hold of 50: the log may grow to 170.
+  const holds = (p: Parameters<typeof holdsCompaction>[0], index: number) => holdsCompaction(p, index, 100, 20, 50);
+  t.ok(holds({ n1: leader, n2: progress('probe', false, 110) }, 120), 'a silent member behind (stopped, paused, cut off) holds the log');
+  t.ok(holds({ n1: leader, n2: progress('probe', false, 100) }, 169), 'from the last compaction on, until the log has grown by the hold past an interval');
+  t.notOk(holds({ n1: leader, n2: progress('probe', false, 100) }, 170), 'and no longer: a member gone for good costs a bounded tail');
+  t.notOk(holds({ n1: leader, n2: progress('probe', false, 99) }, 120), 'a member the log no longer serves (it needs the store anyway) holds nothing');
+  t.notOk(holds({ n1: leader, n2: progress('probe', false, 0) }, 120), 'nor one the primary has not heard from in its term');
+  t.notOk(holds({ n1: leader, n2: progress('snapshot', false, 110) }, 120), 'nor a silent one the store was being sent to');
+  t.notOk(holds({ n1: leader, n2: progress('probe', false, 120) }, 120), 'nor one that has every entry below the index');
+  // A member back and catching up is live again: a hold longer than five intervals (100) still holds for it.
+  const back = { n1: leader, n2: progress('replicate', true, 110) };
+  t.ok(holdsCompaction(back, 219, 100, 20, 100), 'a member back and catching up holds the log as long as while it was silent, past five intervals: compaction does not cut what it is taking');
+  t.notOk(holdsCompaction(back, 220, 100, 20, 100), 'up to the same bound');
+  t.ok(holdsCompaction({ n1: leader, n2: progress('snapshot', true) }, 150, 100, 20, 10), 'a smaller hold leaves the five intervals of a live member installing as they are');
 });
 
 interface Member {
@@ -113,7 +133,7 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
       id, peers: ids, peerContext: {}, clusterId, clusterState: 'new', dataDir: dir,
       raft: { tick_ms: 10, election_ticks: 100, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
       tickIntervalMs: opts.tickIntervalMs ?? 3_600_000, commitTimeoutMs: opts.commitTimeoutMs ?? 5_000, proposalsInFlightMax: 1_000,
-      snapshotIntervalEntries: 20, snapshotCatchupEntries: 5, readyLagEntriesMax: opts.readyLagEntriesMax ?? 1_000,
+      snapshotIntervalEntries: 20, snapshotCatchupEntries: 5, snapshotHoldEntries: 0, readyLagEntriesMax: opts.readyLagEntriesMax ?? 1_000,
       cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
       transport, log: createLogger('info', id, sink), metrics: new Metrics(), wrapDb: wrap,
       ...(opts.forwardAnswersLate ? {

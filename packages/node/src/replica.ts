@@ -73,6 +73,8 @@ export interface ReplicaOptions {
   snapshotIntervalEntries: number;
   /** entries kept before the applied index when the log is compacted. */
   snapshotCatchupEntries: number;
+  /** how far past its usual interval the log may grow for a silent member behind (`snapshot_hold_entries`; see holdsCompaction). */
+  snapshotHoldEntries: number;
   /** a member is ready while it is at most this many committed entries behind (`ready_lag_entries_max`). */
   readyLagEntriesMax: number;
   cacheEntriesMax: number;
@@ -155,17 +157,31 @@ interface PendingCompaction {
 }
 
 /**
- * Whether compaction up to `index` waits. While a live member installs the store, and
- * then while it takes the entries written meanwhile, the log keeps the entries it still
- * needs: compacted past them, the member would need another store when it is done, and
- * under steady writes (each store taking longer to send than the catch-up entries take
- * to be written) it would never catch up. The hold ends once the log has grown by
- * SNAPSHOT_HOLD_INTERVALS intervals since the last compaction, so that a stalled
- * transfer or a slow member cannot keep it growing.
+ * Whether compaction up to `index` waits: while the log since the last compaction (at
+ * `snapshotIndex`) still holds entries a member needs.
+ *
+ * - **A live member installing the store, or taking the entries written meanwhile.**
+ *   Compacted past them, the member would need another store when it is done, and under
+ *   steady writes (each store taking longer to send than the catch-up entries take to be
+ *   written) it would never catch up. The hold ends once the log has grown by
+ *   SNAPSHOT_HOLD_INTERVALS intervals since the last compaction, so that a stalled
+ *   transfer or a slow member cannot keep it growing.
+ * - **A member behind whose entries the log still holds** (its match is at or after the
+ *   last compaction): one stopped, restarting, paused or cut off, and then catching up.
+ *   Back within the hold, it catches up from the log instead of by a whole store, which
+ *   for a large ledger takes minutes and leaves the group one failure from unavailable
+ *   meanwhile. The hold ends once the log has grown by `holdEntries` more than an
+ *   interval, so that a member gone for good costs the log a bounded tail. The primary
+ *   knows the match only of members it has heard from in its term; one silent since
+ *   before the election holds nothing.
  */
-export function holdsCompaction(progress: Status['progress'], index: number, snapshotIndex: number, intervalEntries: number): boolean {
-  const needed = Object.values(progress ?? {}).some((p) => p.recentActive && (p.state === 'snapshot' || p.match < index));
-  return needed && index - snapshotIndex < SNAPSHOT_HOLD_INTERVALS * intervalEntries;
+export function holdsCompaction(progress: Status['progress'], index: number, snapshotIndex: number, intervalEntries: number, holdEntries: number): boolean {
+  const members = Object.values(progress ?? {});
+  const grown = index - snapshotIndex;
+  const live = members.some((p) => p.recentActive && (p.state === 'snapshot' || p.match < index));
+  if (live && grown < SNAPSHOT_HOLD_INTERVALS * intervalEntries) return true;
+  const behind = members.some((p) => p.state !== 'snapshot' && p.match >= snapshotIndex && p.match < index);
+  return behind && grown < intervalEntries + holdEntries;
 }
 
 export class Replica {
@@ -1079,7 +1095,7 @@ export class Replica {
       const { index, pos } = pending;
       // A member may have begun installing a store while the sync ran: the hold is
       // decided again now, and a later pass starts over once it has ended.
-      if (holdsCompaction(this.raft.status().progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries)) return;
+      if (holdsCompaction(this.raft.status().progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries, this.opts.snapshotHoldEntries)) return;
       const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
       const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
       if (!snap) return;
@@ -1095,7 +1111,7 @@ export class Replica {
     const status = this.raft.status();
     const index = Math.min(pos.applied - this.opts.snapshotCatchupEntries, status.applied);
     if (index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) return;
-    if (holdsCompaction(status.progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries)) return;
+    if (holdsCompaction(status.progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries, this.opts.snapshotHoldEntries)) return;
     // The sync queues behind every batch handed to the store, so once it is done the
     // store is durable up to pos.applied, and index is at most that.
     const next: PendingCompaction = { index, pos, synced: false };
