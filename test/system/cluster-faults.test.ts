@@ -27,6 +27,24 @@ async function ready(c: Cluster, id: string, timeoutMs = 15_000): Promise<void> 
   }
 }
 
+interface Digest {
+  applied_index: number;
+  state_hash: string;
+  digest: string;
+}
+
+/** The digests of the primary and of a member, once the member has applied what the primary had (within 5 s). */
+async function caughtUp(c: Cluster, leader: string, member: string): Promise<{ a: Digest; b: Digest }> {
+  const digest = async (id: string) => (await c.handle(id).adm('operator', 'GET', '/admin/v1/log/digest')).body as Digest;
+  const a = await digest(leader);
+  let b = await digest(member);
+  for (let k = 0; b.applied_index < a.applied_index && k < 100; k++) {
+    await sleep(50);
+    b = await digest(member);
+  }
+  return { a, b };
+}
+
 async function metric(c: Cluster, id: string, pattern: RegExp): Promise<number> {
   const r = await c.handle(id).admin.request('GET', '/metrics', { token: TOKENS.operator });
   const m = pattern.exec(r.text);
@@ -159,12 +177,7 @@ t.test('a member behind compaction catches up by the chunked store stream', asyn
   await logged(c, leader, /"event":"snapshot_sent"/);
   const line = c.process(leader)!.output().split('\n').find((l) => l.includes('"event":"snapshot_sent"'));
   t.match(JSON.parse(line?.replace(/^stdout: /, '') ?? 'null'), { level: 'info', event: 'snapshot_sent', to: behind, ok: true, ms: Number }, `the primary logs the transfer: ${line}`);
-  const a = (await c.handle(leader).adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  let b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  for (let k = 0; b.applied_index < a.applied_index && k < 100; k++) {
-    await sleep(50);
-    b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  }
+  const { a, b } = await caughtUp(c, leader, behind);
   t.equal(b.state_hash, a.state_hash, 'same state hash');
   t.equal(b.digest, a.digest, 'same digest');
   const exported = await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/export');
@@ -274,12 +287,7 @@ t.test('a member stopped while many entries are written catches up from the log 
   for (let k = 0; k < 80; k++) t.equal((await c.handle(leader).api('POST', '/api/v1/intents', { body: envelope(att, { minor: 100 + k }) })).status, 200);
   await c.start(behind);
   await ready(c, behind);
-  const a = (await c.handle(leader).adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  let b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  for (let k = 0; b.applied_index < a.applied_index && k < 100; k++) {
-    await sleep(50);
-    b = (await c.handle(behind).adm('operator', 'GET', '/admin/v1/log/digest')).body;
-  }
+  const { a, b } = await caughtUp(c, leader, behind);
   t.equal(b.state_hash, a.state_hash, 'caught up');
   t.equal(b.digest, a.digest, 'same digest');
   t.equal(await metric(c, behind, /apl_peer_snapshots_total\{direction="received",outcome="installed"\} (\d+)/), 0, 'from the log: no store was streamed');
@@ -289,7 +297,7 @@ t.test('a member stopped while many entries are written catches up from the log 
   const compacted = () => c.process(leader)!.output().split('\n').filter((l) => l.includes('"event":"log_compacted"')).map((l) => (JSON.parse(l.replace(/^stdout: /, '')) as { index: number }).index);
   const deadline = Date.now() + 10_000;
   while (!compacted().some((i) => i > b.applied_index) && Date.now() < deadline) await sleep(100);
-  t.ok(compacted().some((i) => i > b.applied_index), `and compacts past where the member stopped once it is back (${compacted().join(', ')})`);
+  t.ok(compacted().some((i) => i > b.applied_index), `and compacts again once it is back, past where it caught up (${compacted().join(', ')})`);
 });
 
 t.test('a member briefly behind catches up from the log tail that compaction keeps, with no snapshot', async (t) => {

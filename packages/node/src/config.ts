@@ -94,10 +94,12 @@ export const ConfigSchema = z.strictObject({
   snapshot_catchup_entries: int(0, 10_000_000).default(5_000),
   /**
    * snapshot_hold_entries: while a member the primary has heard from in its term is
-   * behind and silent (stopped, restarting, paused, cut off), the primary compacts no
-   * further than the member needs until the log has grown by this many entries more than
-   * a compaction's usual interval, so that the member, back, catches up from the log
-   * rather than by a whole store. 0: such a member keeps only snapshot_catchup_entries.
+   * behind the compaction point (stopped, restarting, paused, cut off, then catching up)
+   * and the log still holds its entries, the primary compacts no further until the log
+   * has grown by this many entries more than a compaction's usual interval, so that the
+   * member catches up from the log rather than by a whole store. The Raft log keeps
+   * those entries on disk and in memory. 0: such a member keeps only
+   * snapshot_catchup_entries.
    */
   snapshot_hold_entries: int(0, 10_000_000).default(50_000),
   /**

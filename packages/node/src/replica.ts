@@ -73,7 +73,7 @@ export interface ReplicaOptions {
   snapshotIntervalEntries: number;
   /** entries kept before the applied index when the log is compacted. */
   snapshotCatchupEntries: number;
-  /** how far past its usual interval the log may grow for a silent member behind (`snapshot_hold_entries`; see holdsCompaction). */
+  /** how far past its usual interval the log may grow for a member behind (`snapshot_hold_entries`; see holdsCompaction). */
   snapshotHoldEntries: number;
   /** a member is ready while it is at most this many committed entries behind (`ready_lag_entries_max`). */
   readyLagEntriesMax: number;
