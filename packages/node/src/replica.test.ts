@@ -54,6 +54,8 @@ t.test('holdsCompaction: a member behind whose entries the log holds keeps them 
   t.notOk(holds({ n1: leader, n2: progress('probe', false, 100) }, 170), 'and no longer: a member gone for good costs a bounded tail');
   t.notOk(holds({ n1: leader, n2: progress('probe', false, 99) }, 120), 'a member the log no longer serves (it needs the store anyway) holds nothing');
   t.notOk(holds({ n1: leader, n2: progress('probe', false, 0) }, 120), 'nor one the primary has not heard from in its term');
+  t.notOk(holdsCompaction({ n1: leader, n2: progress('probe', false, 0) }, 20, 0, 20, 50), 'not even before the first compaction, when the log still holds everything');
+  t.ok(holdsCompaction({ n1: leader, n2: progress('probe', false, 3) }, 20, 0, 20, 50), 'where one heard from does hold it');
   t.notOk(holds({ n1: leader, n2: progress('snapshot', false, 110) }, 120), 'nor a silent one the store was being sent to');
   t.notOk(holds({ n1: leader, n2: progress('probe', false, 120) }, 120), 'nor one that has every entry below the index');
   // A member back and catching up is live again: a hold longer than five intervals (100) still holds for it.

@@ -180,7 +180,8 @@ export function holdsCompaction(progress: Status['progress'], index: number, sna
   const grown = index - snapshotIndex;
   const live = members.some((p) => p.recentActive && (p.state === 'snapshot' || p.match < index));
   if (live && grown < SNAPSHOT_HOLD_INTERVALS * intervalEntries) return true;
-  const behind = members.some((p) => p.state !== 'snapshot' && p.match >= snapshotIndex && p.match < index);
+  // A match of 0 is a member not heard from in this term (or with an empty log), even before the first compaction.
+  const behind = members.some((p) => p.state !== 'snapshot' && p.match > 0 && p.match >= snapshotIndex && p.match < index);
   return behind && grown < intervalEntries + holdEntries;
 }
 
