@@ -45,6 +45,23 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
+/**
+ * An operator's admin request to member `id`, sent again every 200 ms while it is refused
+ * for a moment only: no answer, no primary known (421, 503), or a membership change that
+ * must wait (409: one change at a time, a primary that has not yet committed an entry of
+ * its term, a learner not caught up, a leadership transfer). Answers the last response,
+ * after `timeoutMs` at most.
+ */
+export async function adminRetried(c: Cluster, id: string, method: string, path: string, body?: unknown, timeoutMs = 20_000): Promise<Response | { status: 0; text: string; body: null }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await c.handle(id).adm('operator', method, path, body).catch((err: Error) => ({ status: 0 as const, text: err.message, body: null }));
+    const waits = r.status === 0 || r.status === 421 || r.status === 503 || (r.status === 409 && /one change at a time|entry of its term|not caught up|transfer/.test(r.text));
+    if (!waits || Date.now() > deadline) return r;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 /** The ports handed out by this process, never handed out twice. */
 const handedOut = new Set<number>();
 const PORT_RANGE = { low: 20_000, high: 32_767 };

@@ -16,7 +16,7 @@ import t, { type Test } from 'tap';
 import { verifyExport } from '@apl/core';
 import { PEER_SERVICE } from '@apl/node';
 import { AGENT_A, bootstrap, envelope, testCerts, TOKENS } from '../support/node.js';
-import { startCluster, type Cluster, type Member } from '../support/cluster.js';
+import { adminRetried, startCluster, type Cluster, type Member } from '../support/cluster.js';
 
 t.setTimeout(240_000);
 
@@ -88,16 +88,11 @@ function startLoad(c: Cluster, attestation: string, targets: string[], writers =
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** An operator's admin request to `id`, retried while no primary is known or the change must wait. */
+/** An operator's admin request to `id`, retried while no primary is known or the change must wait (adminRetried); its body. */
 async function admin(c: Cluster, id: string, method: string, path: string, body?: unknown, timeoutMs = 20_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await c.handle(id).adm('operator', method, path, body).catch((err: Error) => ({ status: 0, text: err.message, body: null }));
-    if (r.status >= 200 && r.status < 300) return r.body;
-    const retry = r.status === 0 || r.status === 421 || r.status === 503 || (r.status === 409 && /one change at a time|entry of its term|not caught up|transfer/.test(r.text));
-    if (!retry || Date.now() > deadline) throw new Error(`${method} ${path} at ${id}: ${r.status} ${r.text.slice(0, 300)}`);
-    await sleep(200);
-  }
+  const r = await adminRetried(c, id, method, path, body, timeoutMs);
+  if (r.status >= 200 && r.status < 300) return r.body;
+  throw new Error(`${method} ${path} at ${id}: ${r.status} ${r.text.slice(0, 300)}`);
 }
 
 async function view(c: Cluster, id: string): Promise<any> {

@@ -7,7 +7,7 @@
 //   there is refused with the removal message, as a write is: linearizable or local,
 //   on either plane (its state is no longer kept current).
 import t from 'tap';
-import { startCluster, type Member } from '../support/cluster.js';
+import { adminRetried, startCluster, type Member } from '../support/cluster.js';
 
 t.setTimeout(120_000);
 
@@ -25,12 +25,7 @@ t.test('a removed id is refused when added back, and a removed member refuses re
 
   // A primary just elected takes no change until it has committed an entry of its term
   // (409, "retry shortly"), and the cluster's leader is known before that.
-  const remove = () => c.handle(primary).adm('operator', 'DELETE', `/admin/v1/cluster/members/${gone}`);
-  let removed = await remove();
-  for (const until = Date.now() + 10_000; removed.status === 409 && /entry of its term/.test(removed.text) && Date.now() < until;) {
-    await sleep(100);
-    removed = await remove();
-  }
+  const removed = await adminRetried(c, primary, 'DELETE', `/admin/v1/cluster/members/${gone}`, undefined, 10_000);
   t.equal(removed.status, 200, `${gone} is removed: ${removed.text.slice(0, 200)}`);
   const deadline = Date.now() + 10_000;
   let ready = await c.handle(gone).agent.request('GET', '/readyz');

@@ -1096,7 +1096,7 @@ export class Replica {
       const { index, pos } = pending;
       // A member may have begun installing a store while the sync ran: the hold is
       // decided again now, and a later pass starts over once it has ended.
-      if (holdsCompaction(this.raft.status().progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries, this.opts.snapshotHoldEntries)) return;
+      if (this.compactionHeld(this.raft.status(), index)) return;
       const meta = { compacted: index, store: { applied: pos.applied, term: pos.term, head: pos.head, state_hash: pos.stateHash } };
       const snap = this.raft.compact(index, Buffer.from(JSON.stringify(meta)));
       if (!snap) return;
@@ -1112,12 +1112,17 @@ export class Replica {
     const status = this.raft.status();
     const index = Math.min(pos.applied - this.opts.snapshotCatchupEntries, status.applied);
     if (index - this.snapshotIndex < this.opts.snapshotIntervalEntries || index <= 0) return;
-    if (holdsCompaction(status.progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries, this.opts.snapshotHoldEntries)) return;
+    if (this.compactionHeld(status, index)) return;
     // The sync queues behind every batch handed to the store, so once it is done the
     // store is durable up to pos.applied, and index is at most that.
     const next: PendingCompaction = { index, pos, synced: false };
     this.compaction = next;
     this.store.sync().then(() => (next.synced = true), (err: Error) => this.fail(err));
+  }
+
+  /** Whether compaction up to `index` waits for a member (holdsCompaction, with this member's settings). */
+  private compactionHeld(status: Status, index: number): boolean {
+    return holdsCompaction(status.progress, index, this.snapshotIndex, this.opts.snapshotIntervalEntries, this.opts.snapshotHoldEntries);
   }
 
   private fail(err: Error): void {
