@@ -320,7 +320,7 @@ async function check(c: Cluster, ids: string[], fates: Map<string, Seen>, violat
     const at = exports[k]!.slice(0, common).findIndex((line, i) => line !== exports[0]![i]);
     if (at >= 0) violations.push(`${ids[k]}'s export differs from ${ids[0]}'s at record ${at}`);
   }
-  await checkBooks(c, ids[0]!, accounts, usages, violations);
+  for (const id of ids) await checkBooks(c, id, accounts, usages, violations);
   return first.applied_index;
 }
 
@@ -351,12 +351,18 @@ async function converge(c: Cluster, ids: string[]): Promise<Digest[]> {
   }
 }
 
-/** Conservation over every account the workload touches, and the usage chain of every usage balance. */
+/**
+ * On replica `id`: every account and usage balance the workload made is there,
+ * conservation holds over the accounts, and the usage chain over each usage balance.
+ */
 async function checkBooks(c: Cluster, id: string, accounts: string[], usages: string[], violations: string[]): Promise<void> {
   const totals = new Map<string, { debits: bigint; credits: bigint; net: bigint }>();
   for (const account of accounts) {
     const a = await adminGet(c, id, `/admin/v1/accounts/${account}?consistency=local`);
-    if (a.status !== 200) throw new Error(`account ${account}: ${a.status} ${a.text}`);
+    if (a.status !== 200) {
+      violations.push(`${id}: account ${account} answered ${a.status} ${a.text}`);
+      continue;
+    }
     for (const b of (a.body as { balances: { currency: string; debits: bigint | number; credits: bigint | number; net: bigint | number }[] }).balances) {
       const t = totals.get(b.currency) ?? { debits: 0n, credits: 0n, net: 0n };
       t.debits += BigInt(b.debits);
@@ -365,16 +371,19 @@ async function checkBooks(c: Cluster, id: string, accounts: string[], usages: st
       totals.set(b.currency, t);
     }
   }
-  if (totals.size === 0) violations.push('no account holds a balance: the workload posted nothing');
+  if (totals.size === 0) violations.push(`${id}: no account holds a balance: the workload posted nothing`);
   for (const [currency, t] of totals) {
-    if (t.debits !== t.credits || t.net !== 0n) violations.push(`conservation broken in ${currency}: debits ${t.debits}, credits ${t.credits}, net ${t.net}`);
+    if (t.debits !== t.credits || t.net !== 0n) violations.push(`${id}: conservation broken in ${currency}: debits ${t.debits}, credits ${t.credits}, net ${t.net}`);
   }
   for (const usage of usages) {
     const r = await adminGet(c, id, `/admin/v1/usages/${usage}?consistency=local`);
-    if (r.status !== 200) throw new Error(`usage ${usage}: ${r.status} ${r.text}`);
+    if (r.status !== 200) {
+      violations.push(`${id}: usage balance ${usage} answered ${r.status} ${r.text}`);
+      continue;
+    }
     const v = r.body as { consumed: bigint | number; metered: bigint | number; billed: bigint | number };
     const [consumed, metered, billed] = [BigInt(v.consumed), BigInt(v.metered), BigInt(v.billed)];
-    if (!(0n <= billed && billed <= metered && metered <= consumed)) violations.push(`usage chain broken in ${usage}: ${billed} <= ${metered} <= ${consumed}`);
+    if (!(0n <= billed && billed <= metered && metered <= consumed)) violations.push(`${id}: usage chain broken in ${usage}: ${billed} <= ${metered} <= ${consumed}`);
   }
 }
 

@@ -14,7 +14,10 @@ t.setTimeout(240_000);
 t.test('a bank workload survives primary kills, graceful restarts, pauses and partitions', async (t) => {
   const seed = Number(process.env.APL_CHAOS_SEED ?? 7);
   const lines: string[] = [];
-  const report = await runChaos({ durationS: 50, seed, agents: 6, killsMin: 3, log: (l) => lines.push(l) });
+  const report = await runChaos({ durationS: 50, seed, agents: 6, killsMin: 3, log: (l) => lines.push(l) }).catch((err: unknown) => {
+    t.comment(lines.join('\n'));
+    throw err;
+  });
   t.same(report.violations, [], `no violation (seed ${seed})`);
   t.ok(report.counts.kills >= 3, `the primary was killed ${report.counts.kills} times`);
   t.ok(report.counts.restarts >= 2, `and stopped gracefully ${report.counts.restarts} times, handing over under load`);
