@@ -57,9 +57,17 @@ export interface NodeView {
   disk: MemoryLogStore;
 }
 
+/** the key of each entry object seen: one entry is judged several times (logged, committed, applied, led). */
+const KEYS = new WeakMap<Entry, string>();
+
 /** entryKey identifies an entry's content: its term and data. */
 export function entryKey(e: Entry): string {
-  return `${e.term}:${String.fromCharCode(...e.data)}`;
+  let key = KEYS.get(e);
+  if (key === undefined) {
+    key = `${e.term}:${String.fromCharCode(...e.data)}`;
+    KEYS.set(e, key);
+  }
+  return key;
 }
 
 /** Shadow is what the checker last saw of one node's incarnation. */

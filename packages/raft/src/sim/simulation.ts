@@ -255,6 +255,8 @@ class Simulation {
   private readonly pipelined: boolean;
   private readonly checker: Checker;
   private readonly hash: Hash = createHash('sha256');
+  /** trace lines not yet hashed. */
+  private traced = '';
   private readonly factory: NodeFactory;
   /** every delivered message crosses the wire codec, as it does between processes. */
   private readonly codec = messageCodec('sim');
@@ -401,7 +403,7 @@ class Simulation {
       seed: this.opts.seed,
       ok: violation === null,
       violation,
-      traceHash: this.hash.digest('hex'),
+      traceHash: this.traceHash(),
       events: this.events,
       commit,
       acked: this.checker.maxAcked,
@@ -427,7 +429,9 @@ class Simulation {
   }
 
   private views(): { id: NodeId; node: RawNode | null; disk: MemoryLogStore }[] {
-    return Array.from(this.slots.values(), (s) => ({ id: s.id, node: s.node, disk: s.lostDisk ?? s.disk }));
+    const views = [];
+    for (const s of this.slots.values()) views.push({ id: s.id, node: s.node, disk: s.lostDisk ?? s.disk });
+    return views;
   }
 
   private handle(ev: Event): void {
@@ -1506,11 +1510,25 @@ class Simulation {
 
   private trace(line: string): void {
     const full = `${this.now} ${line}`;
-    this.hash.update(full);
-    this.hash.update('\n');
+    this.traced += `${full}\n`;
+    if (this.traced.length >= TRACE_HASHED_CHARS) this.hashTrace();
     this.opts.onTrace?.(full);
   }
+
+  private traceHash(): string {
+    this.hashTrace();
+    return this.hash.digest('hex');
+  }
+
+  /** Hands the trace lines gathered so far to the hash (a call per line costs more than the hashing). */
+  private hashTrace(): void {
+    this.hash.update(this.traced);
+    this.traced = '';
+  }
 }
+
+/** Trace lines are hashed in pieces of about this many characters. */
+const TRACE_HASHED_CHARS = 1 << 16;
 
 function before(a: { at: number; seq: number }, b: { at: number; seq: number }): boolean {
   return a.at < b.at || (a.at === b.at && a.seq < b.seq);
