@@ -8,9 +8,14 @@
 //   checker must catch), two to three times slower with coverage; the Raft package's
 //   unit and scenario tests cover what they run;
 // - files that start node processes again and again (the compose cluster as local
-//   processes, crashes at random points, membership changes, the chaos run), for
-//   paths the in-process tests and the other process tests cover (and a process
-//   killed with SIGKILL records no coverage);
+//   processes, crashes at random points, membership changes, the chaos run, and the
+//   clusters of three that elect, forward, stop gracefully, check certificates,
+//   reject a duplicate member, serve the feed and run apl), for paths the in-process
+//   tests and the other process tests cover (and a process killed with SIGKILL
+//   records no coverage); their processes start without tap's module-recording hook
+//   too (scripts/test-loader.mjs), about 0.6 s a start. The cluster fault and
+//   overload tests keep theirs: the store stream, the held log and the listeners'
+//   timeouts are reached there;
 // - the fuzz test: ten thousand requests to an in-process node, whose error paths the
 //   planes' own tests reach one by one;
 // - the tests of the benchmarks and of the scripts' command lines (test/bench-*,
@@ -22,7 +27,7 @@ const UNCOVERED = new RegExp(
   '^(' +
     [
       'packages/raft/src/sim/(seeds-[a-z]|mutants)',
-      'test/system/(cluster-deploy|crash|cluster-membership|chaos)',
+      'test/system/(chaos|cli-cluster|cluster|cluster-deploy|cluster-duplicate|cluster-feed|cluster-membership|cluster-tls|crash|graceful-stop|membership-reuse)',
       'test/fuzz',
       'test/bench-[a-z]+',
       'test/script-args',
