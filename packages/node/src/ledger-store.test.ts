@@ -329,3 +329,42 @@ t.test('a plane read that started before a commit never puts what it read in the
     await store.close();
   }
 });
+
+t.test('a second store streamed while one is being received is refused, and the first installs whole', async (t) => {
+  const source = await storeWithHistory(tempDir());
+  const target = await LedgerStore.open(tempDir(), { cacheEntriesMax: 10 });
+  try {
+    const a = await source.openSnapshot();
+    const b = await source.openSnapshot();
+    const first = target.receiveSnapshot({ stateHash: a.position.stateHash, applied: a.position.applied }, a.chunks);
+    await t.rejects(target.receiveSnapshot({ stateHash: b.position.stateHash, applied: b.position.applied }, b.chunks), /a store is being received already/);
+    await b.chunks.return(undefined);
+    await target.install(await first);
+    t.same(target.position, source.position, 'the first transfer installs, untouched by the second');
+    t.same(await contents(target), await contents(source), 'every record is there');
+    const c = await source.openSnapshot();
+    await target.install(await target.receiveSnapshot({ stateHash: c.position.stateHash, applied: c.position.applied }, c.chunks));
+    t.same(target.position, source.position, 'once it is done, another may be received');
+  } finally {
+    await source.close();
+    await target.close();
+  }
+});
+
+t.test('a received store that opens at another position than it was received at is not installed', async (t) => {
+  const source = await storeWithHistory(tempDir());
+  const targetDir = tempDir();
+  const target = await storeWithHistory(targetDir);
+  const before = target.position;
+  try {
+    const s = await source.openSnapshot();
+    const name = await target.receiveSnapshot({ stateHash: s.position.stateHash, applied: s.position.applied }, s.chunks);
+    rmSync(join(targetDir, name), { recursive: true, force: true });
+    await t.rejects(target.install(name), /opens at applied index 0, not at \d+ where it was received/);
+    t.same(target.position, before, 'the store in use stays');
+    t.ok(await target.get(`${TABLES.party.prefix}party_acme`), 'and answers');
+  } finally {
+    await source.close();
+    await target.close();
+  }
+});

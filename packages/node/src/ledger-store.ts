@@ -152,6 +152,14 @@ export class LedgerStore {
   private readonly cache: Generations<string, Slot | null>;
   private pos: StorePosition;
   /**
+   * Whether a store is being received. One at a time: two transfers at once (one from a
+   * primary that was stopping, one from its successor) drew the same directory, and the
+   * one that failed removed the directory the other was writing.
+   */
+  private receiving = false;
+  /** the position of each store received and not yet installed, by directory name. */
+  private readonly received = new Map<string, StorePosition>();
+  /**
    * commits counts the batches written. A read that started before a commit may have
    * read what the commit then changed, so its result is answered but not cached.
    */
@@ -425,7 +433,17 @@ export class LedgerStore {
    * the directory is removed and the error thrown.
    */
   async receiveSnapshot(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string> = {}): Promise<string> {
-    const name = nextStoreName(this.dir, this.current);
+    if (this.receiving) throw new Error('a store is being received already: this transfer is refused, and the sender tries again later');
+    this.receiving = true;
+    try {
+      return await this.receiveOne(expected, chunks, extra);
+    } finally {
+      this.receiving = false;
+    }
+  }
+
+  private async receiveOne(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string>): Promise<string> {
+    const name = nextStoreName(this.dir, this.current, [...this.received.keys()]);
     const path = join(this.dir, name);
     rmSync(path, { recursive: true, force: true });
     const db = new ThreadedLevel(path, levelOptions(this.tuning));
@@ -460,6 +478,10 @@ export class LedgerStore {
       for (const [key, value] of Object.entries(extra)) last.push({ type: 'put', key, value });
       await db.batch(last, { sync: true });
       await db.close();
+      // Only the newest store received is installed: an earlier one Raft did not take goes.
+      for (const older of this.received.keys()) rmSync(join(this.dir, older), { recursive: true, force: true });
+      this.received.clear();
+      this.received.set(name, position);
       return name;
     } catch (err) {
       await db.close().catch(() => undefined);
@@ -483,7 +505,17 @@ export class LedgerStore {
    */
   async install(name: string): Promise<void> {
     await this.landed();
+    const expected = this.received.get(name);
+    if (expected === undefined) throw new Error(`no store ${name} was received here`);
+    this.received.delete(name);
     const { db: next, position: pos } = await openDb(join(this.dir, name), this.wrap, this.tuning);
+    // A store that opens elsewhere than it was received (its directory went missing, and
+    // an empty one was made in its place) must never replace the one in use.
+    if (pos.applied !== expected.applied || pos.stateHash !== expected.stateHash) {
+      await next.close();
+      rmSync(join(this.dir, name), { recursive: true, force: true });
+      throw new Error(`the received store ${name} opens at applied index ${pos.applied}, not at ${expected.applied} where it was received`);
+    }
     writePointer(this.dir, name);
     const [old, oldName] = [this.db, this.current];
     this.db = next;
@@ -556,8 +588,9 @@ function writePointer(dir: string, name: string): void {
   closeSync(d);
 }
 
-function nextStoreName(dir: string, current: string): string {
-  const numbers = readdirSync(dir).map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
+/** A store directory name after the current one, every one on disk and every one `taken`. */
+function nextStoreName(dir: string, current: string, taken: string[]): string {
+  const numbers = [...readdirSync(dir), ...taken].map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
   const next = Math.max(Number(current.slice('store-'.length)), ...numbers) + 1;
   return `store-${String(next).padStart(6, '0')}`;
 }
