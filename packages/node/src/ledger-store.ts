@@ -430,7 +430,8 @@ export class LedgerStore {
    * `expected` and against the position the stream carries. `extra` records are written
    * with the last, synced batch (the Raft configuration of the snapshot, kept beside the
    * state it belongs to). Returns the directory's name, for `install`. On any failure
-   * the directory is removed and the error thrown.
+   * the directory is removed and the error thrown. One store is received at a time: a
+   * second transfer meanwhile is refused.
    */
   async receiveSnapshot(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string> = {}): Promise<string> {
     if (this.receiving) throw new Error('a store is being received already: this transfer is refused, and the sender tries again later');
@@ -443,7 +444,7 @@ export class LedgerStore {
   }
 
   private async receiveOne(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string>): Promise<string> {
-    const name = nextStoreName(this.dir, this.current, [...this.received.keys()]);
+    const name = nextStoreName(this.dir, this.current);
     const path = join(this.dir, name);
     rmSync(path, { recursive: true, force: true });
     const db = new ThreadedLevel(path, levelOptions(this.tuning));
@@ -588,9 +589,9 @@ function writePointer(dir: string, name: string): void {
   closeSync(d);
 }
 
-/** A store directory name after the current one, every one on disk and every one `taken`. */
-function nextStoreName(dir: string, current: string, taken: string[]): string {
-  const numbers = [...readdirSync(dir), ...taken].map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
+/** A store directory name after the current one and every one on disk (one receive at a time makes it unique). */
+function nextStoreName(dir: string, current: string): string {
+  const numbers = readdirSync(dir).map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
   const next = Math.max(Number(current.slice('store-'.length)), ...numbers) + 1;
   return `store-${String(next).padStart(6, '0')}`;
 }
