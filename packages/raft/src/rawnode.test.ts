@@ -27,6 +27,24 @@ t.test('the Ready cycle', async (t) => {
     t.ok(n.hasReady(), 'the commit of the no-op is next');
   });
 
+  t.test('pendingSnapshotIndex names a snapshot taken from the leader until a Ready hands it out', async (t) => {
+    const conf = { voters: ABC, learners: [], context: {}, removed: [] };
+    const b = new RawNode(config('b', ABC), emptyBoot());
+    t.equal(b.pendingSnapshotIndex(), null, 'none at first');
+    b.step(msg({ type: 'snap', from: 'a', to: 'b', term: 1, snapshot: { meta: { index: 5, term: 1, conf }, data: bytes('s') } }));
+    t.equal(b.pendingSnapshotIndex(), 5, 'taken');
+    const rd = b.ready();
+    t.equal(rd.snapshot?.meta.index, 5);
+    t.equal(b.pendingSnapshotIndex(), null, 'handed out');
+    b.advance(rd);
+    b.step(msg({ type: 'snap', from: 'a', to: 'b', term: 1, snapshot: { meta: { index: 4, term: 1, conf }, data: bytes('s') } }));
+    t.equal(b.pendingSnapshotIndex(), null, 'one at or below the commit is not taken');
+    b.step(msg({ type: 'heartbeat', from: 'c', to: 'b', term: 2, commit: 5 }));
+    t.equal(b.status().term, 2);
+    b.step(msg({ type: 'snap', from: 'a', to: 'b', term: 1, snapshot: { meta: { index: 9, term: 1, conf }, data: bytes('s') } }));
+    t.equal(b.pendingSnapshotIndex(), null, 'nor one from an earlier term');
+  });
+
   t.test('a conflicting append that arrives while a Ready is being saved goes into the next Ready', async (t) => {
     const store = new MemoryLogStore();
     const b = new RawNode(config('b', ABC), emptyBoot());

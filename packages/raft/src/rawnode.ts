@@ -140,6 +140,15 @@ export class RawNode {
     return snapshot;
   }
 
+  /**
+   * The index of a snapshot this member took from its leader (step) and has not yet
+   * handed to a Ready, or null. An application that fetches the snapshot's state apart
+   * from the message reads it after stepping the message, to learn whether it was taken.
+   */
+  pendingSnapshotIndex(): number | null {
+    return this.raft.log.pendingSnapshot?.meta.index ?? null;
+  }
+
   /** hasReady says whether ready() has work. It is false while a Ready is outstanding. */
   hasReady(): boolean {
     if (this.outstanding !== null) return false;
