@@ -6,7 +6,7 @@
 // it verifies and installs with the same state hash; a transfer cut half-way leaves the
 // old store intact and a retry succeeds; a corrupted chunk is refused.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -363,6 +363,26 @@ t.test('a received store that opens at another position than it was received at 
     await t.rejects(target.install(name), /opens at applied index 0, not at \d+ where it was received/);
     t.same(target.position, before, 'the store in use stays');
     t.ok(await target.get(`${TABLES.party.prefix}party_acme`), 'and answers');
+  } finally {
+    await source.close();
+    await target.close();
+  }
+});
+
+t.test('a received store that will not be installed is discarded: its directory goes, and it cannot be installed after', async (t) => {
+  const source = await storeWithHistory(tempDir());
+  const targetDir = tempDir();
+  const target = await storeWithHistory(targetDir);
+  const before = target.position;
+  try {
+    const s = await source.openSnapshot();
+    const name = await target.receiveSnapshot({ stateHash: s.position.stateHash, applied: s.position.applied }, s.chunks);
+    t.ok(existsSync(join(targetDir, name)), 'received beside the store in use');
+    await target.discardReceived(name);
+    t.notOk(existsSync(join(targetDir, name)), 'gone from the disk');
+    await t.rejects(target.install(name), /no store .* was received here/);
+    await t.rejects(target.discardReceived(name), /no store .* was received here/, 'nor discarded twice');
+    t.same(target.position, before, 'the store in use stays');
   } finally {
     await source.close();
     await target.close();

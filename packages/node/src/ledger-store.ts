@@ -25,6 +25,7 @@
  * Directory layout: `<dir>/CURRENT` names the store in use, `<dir>/store-<n>/`.
  */
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type LevelOptions, ThreadedLevel } from './level-thread.js';
 import { sha256Hex, type FramesWritten } from './store-frames.js';
@@ -489,6 +490,12 @@ export class LedgerStore {
       rmSync(path, { recursive: true, force: true });
       throw err;
     }
+  }
+
+  /** Removes a received store that will not be installed (Raft did not take its snapshot). */
+  async discardReceived(name: string): Promise<void> {
+    if (!this.received.delete(name)) throw new Error(`no store ${name} was received here`);
+    await rm(join(this.dir, name), { recursive: true, force: true });
   }
 
   /** A record outside the ledger's tables (as written by receiveSnapshot's `extra`), or null. */

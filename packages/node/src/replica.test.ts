@@ -10,8 +10,9 @@
 // (by the new primary, or here if the transfer fails); a removed member refuses every
 // read, and its id is never added back; a MEMBERS file a member cannot write is logged,
 // and the change applies all the same; a follower far behind what it knows committed is
-// not ready, and one a few entries behind is.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+// not ready, and one a few entries behind is. A store received while one Raft took
+// waits to be swapped in is refused, and one whose snapshot Raft does not take is dropped.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -220,6 +221,56 @@ t.test('a compaction whose store sync ends after a member began installing is he
   await entries(110);
   await until('a compaction after the hold', () => compactions().length >= 2);
   t.ok(compactions().at(-1)! > first, `compacted to ${compactions().at(-1)} after the hold`);
+});
+
+t.test('a store received while one Raft took waits to be swapped in is refused; one Raft does not take is dropped', async (t) => {
+  const { all, down, lose, until } = await openMembers(t, 'receive-test');
+  await until('a primary', () => all.some((m) => m.replica.isLeader()));
+  const leader = all.find((m) => m.replica.isLeader())!;
+  const behind = all.find((m) => m !== leader)!;
+  let parties = 0;
+  const entries = async (n: number) => {
+    for (let k = 0; k < n; k++) await leader.replica.propose({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id: `party-${++parties}` });
+  };
+  const stores = () => readdirSync(join(behind.dir, 'ledger')).filter((n) => n.startsWith('store-')).sort();
+
+  // The member falls behind a compaction; the snapshot the primary then sends it is kept
+  // here, and from then on the member hears nothing: the test hands it the stores itself.
+  down.add(behind.id);
+  await entries(40);
+  await until('a compaction', () => leader.events.some((e) => e.event === 'log_compacted'));
+  const snaps: Message[] = [];
+  lose.when = (m) => {
+    if (m.type === 'snap' && m.to === behind.id) snaps.push(m);
+    return snaps.length > 0 && (m.to === behind.id || m.from === behind.id);
+  };
+  down.delete(behind.id);
+  await until('a snapshot for the member', () => snaps.length > 0);
+  const m = snaps[0]!;
+  const index = m.snapshot!.meta.index;
+
+  const first = await leader.replica.openSnapshot();
+  const second = await leader.replica.openSnapshot();
+  await behind.replica.installSnapshot(m, first.position, first.chunks);
+  // Raft took the snapshot; the pump swaps its store in at its next turn. A second store now is refused.
+  await t.rejects(behind.replica.installSnapshot(m, second.position, second.chunks), { message: new RegExp(`store received for the snapshot at ${index} is not installed yet`) });
+  for await (const _ of second.chunks); // closes the primary's read snapshot
+  await until('the store taken is installed', () => behind.replica.store.position.applied === first.position.applied);
+  t.ok(behind.events.some((e) => e.event === 'snapshot_installed' && e.index === index), `installed at ${index}`);
+  t.equal(stores().length, 1, `one store on the disk: ${stores().join(', ')}`);
+
+  // A store for a snapshot at or below what the member has committed: Raft does not take it.
+  await entries(5);
+  const third = await leader.replica.openSnapshot();
+  t.ok(third.position.applied > first.position.applied, 'the primary has applied more since');
+  await behind.replica.installSnapshot(m, third.position, third.chunks);
+  t.ok(behind.events.some((e) => e.event === 'snapshot_not_taken' && e.index === index), 'dropped, and logged');
+  t.equal(behind.replica.store.position.applied, first.position.applied, 'the store in use is the one installed');
+  t.equal(stores().length, 1, 'and the received one is gone from the disk');
+  // A later transfer is not refused for it.
+  const fourth = await leader.replica.openSnapshot();
+  await behind.replica.installSnapshot(m, fourth.position, fourth.chunks);
+  t.equal(behind.events.filter((e) => e.event === 'snapshot_not_taken').length, 2, 'a later one is received (and dropped the same way)');
 });
 
 t.test('a forward answered after the follower applied its entry is answered from the result it kept; a primary keeps none', async (t) => {

@@ -604,12 +604,22 @@ export class Replica {
     if (!meta) throw new Error('a snapshot message without metadata');
     if (position.applied < meta.index) throw new Error(`the streamed store is at ${position.applied}, below the snapshot's index ${meta.index}`);
     if (position.applied <= this.store.position.applied) throw new Error(`this member already applied ${this.store.position.applied}, beyond the streamed store's ${position.applied}`);
+    // A store Raft took waits for the pump to swap it in: a second one received meanwhile
+    // (from a primary that replaced the sender) would leave Raft handing out a snapshot
+    // whose store is gone. The sender tries again once this one is in.
+    if (this.received !== null) throw new Error(`the store received for the snapshot at ${this.received.index} is not installed yet: this transfer is refused, and the sender tries again later`);
     // The configuration is recorded with the index the received store is at: a store
     // found ahead of the log at a start is one installed just before a stop only if it is
     // still at that index (reconcile).
     const name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks, { [CONF_RECORD]: JSON.stringify({ ...meta.conf, received_at: position.applied }) });
-    this.received = { name, index: meta.index };
     this.step(m);
+    // Raft takes the snapshot only from its current leader, and only past its commit.
+    if (this.raft.pendingSnapshotIndex() === meta.index) {
+      this.received = { name, index: meta.index };
+    } else {
+      this.opts.log.info({ event: 'snapshot_not_taken', index: meta.index, from: m.from }, 'a received store was dropped: Raft did not take its snapshot (a stale sender, or this member is past it)');
+      await this.store.discardReceived(name);
+    }
   }
 
   /** Opens this member's store to stream it to a peer. */
