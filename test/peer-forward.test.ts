@@ -12,8 +12,8 @@ import { TLSSocket, createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { CERT_SCRIPT, ForwardFailed, ForwardRefused, Metrics, PEER_SERVICE, PeerMesh, createLogger, type MeshHandlers } from '@apl/node';
-import { freePort } from '../support/cluster.js';
-import { testCerts } from '../support/node.js';
+import { freePort } from './support/cluster.js';
+import { testCerts } from './support/node.js';
 
 const certs = testCerts();
 // Node.js warns once per process; the last test checks no mesh connection set an IP address as the TLS server name.

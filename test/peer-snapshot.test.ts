@@ -11,8 +11,8 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { Metrics, PEER_SERVICE, PeerMesh, createLogger, type MeshHandlers, type SnapshotChunk } from '@apl/node';
 import { messageCodec, type Message } from '@apl/raft';
-import { freePort } from '../support/cluster.js';
-import { testCerts } from '../support/node.js';
+import { freePort } from './support/cluster.js';
+import { testCerts } from './support/node.js';
 
 const certs = testCerts();
 const CLUSTER = 'apl-snapshot-test';

@@ -15,8 +15,8 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { compareIncarnations, createLogger, Metrics, parseIncarnation, PEER_SERVICE, PeerMesh, type MeshHandlers } from '@apl/node';
 import type { Message } from '@apl/raft';
-import { freePort } from '../support/cluster.js';
-import { testCerts } from '../support/node.js';
+import { freePort } from './support/cluster.js';
+import { testCerts } from './support/node.js';
 
 const certs = testCerts();
 const CLUSTER = 'apl-incarnation-test';
