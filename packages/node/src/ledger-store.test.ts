@@ -351,14 +351,20 @@ t.test('a second store streamed while one is being received is refused, and the 
   }
 });
 
-t.test('a received store that opens at another position than it was received at is not installed', async (t) => {
+/** A store with a history, and beside it, received and not installed, another store's. */
+async function storeWithOneReceived(): Promise<{ source: LedgerStore; target: LedgerStore; targetDir: string; before: LedgerStore['position']; name: string }> {
   const source = await storeWithHistory(tempDir());
   const targetDir = tempDir();
   const target = await storeWithHistory(targetDir);
   const before = target.position;
+  const s = await source.openSnapshot();
+  const name = await target.receiveSnapshot({ stateHash: s.position.stateHash, applied: s.position.applied }, s.chunks);
+  return { source, target, targetDir, before, name };
+}
+
+t.test('a received store that opens at another position than it was received at is not installed', async (t) => {
+  const { source, target, targetDir, before, name } = await storeWithOneReceived();
   try {
-    const s = await source.openSnapshot();
-    const name = await target.receiveSnapshot({ stateHash: s.position.stateHash, applied: s.position.applied }, s.chunks);
     rmSync(join(targetDir, name), { recursive: true, force: true });
     await t.rejects(target.install(name), /opens at applied index 0, not at \d+ where it was received/);
     t.same(target.position, before, 'the store in use stays');
@@ -370,13 +376,8 @@ t.test('a received store that opens at another position than it was received at 
 });
 
 t.test('a received store that will not be installed is discarded: its directory goes, and it cannot be installed after', async (t) => {
-  const source = await storeWithHistory(tempDir());
-  const targetDir = tempDir();
-  const target = await storeWithHistory(targetDir);
-  const before = target.position;
+  const { source, target, targetDir, before, name } = await storeWithOneReceived();
   try {
-    const s = await source.openSnapshot();
-    const name = await target.receiveSnapshot({ stateHash: s.position.stateHash, applied: s.position.applied }, s.chunks);
     t.ok(existsSync(join(targetDir, name)), 'received beside the store in use');
     await target.discardReceived(name);
     t.notOk(existsSync(join(targetDir, name)), 'gone from the disk');

@@ -175,16 +175,21 @@ async function openMembers(t: Test, clusterId: string, opts: { forwardAnswersLat
   return { members, all, down, noSnapshots, lose, until };
 }
 
+/** Proposes parties on `leader` one after another, `n` a call, each with a new id. */
+function partyWriter(leader: Member): (n: number) => Promise<void> {
+  let parties = 0;
+  return async (n) => {
+    for (let k = 0; k < n; k++) await leader.replica.propose({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id: `party-${++parties}` });
+  };
+}
+
 t.test('a compaction whose store sync ends after a member began installing is held', async (t) => {
   const { all, down, noSnapshots, until } = await openMembers(t, 'hold-test');
   await until('a primary', () => all.some((m) => m.replica.isLeader()));
   const leader = all.find((m) => m.replica.isLeader())!;
   const behind = all.find((m) => m !== leader)!;
   // Entries that read single records: a Tick's range read would wait for the store's held batches.
-  let parties = 0;
-  const entries = async (n: number) => {
-    for (let k = 0; k < n; k++) await leader.replica.propose({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id: `party-${++parties}` });
-  };
+  const entries = partyWriter(leader);
   const compactions = () => leader.events.filter((e) => e.event === 'log_compacted').map((e) => e.index!);
 
   // A member falls behind a compaction.
@@ -228,10 +233,7 @@ t.test('a store received while one Raft took waits to be swapped in is refused; 
   await until('a primary', () => all.some((m) => m.replica.isLeader()));
   const leader = all.find((m) => m.replica.isLeader())!;
   const behind = all.find((m) => m !== leader)!;
-  let parties = 0;
-  const entries = async (n: number) => {
-    for (let k = 0; k < n; k++) await leader.replica.propose({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id: `party-${++parties}` });
-  };
+  const entries = partyWriter(leader);
   const stores = () => readdirSync(join(behind.dir, 'ledger')).filter((n) => n.startsWith('store-')).sort();
 
   // The member falls behind a compaction; the snapshot the primary then sends it is kept
