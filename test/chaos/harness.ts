@@ -12,7 +12,9 @@
  *
  * The nodes compact often and keep their Raft log in the smallest segments allowed
  * (64 KiB), so that a run fills many, reuses the ones compactions free, and kills
- * members in the middle of writing into reused ones.
+ * members in the middle of writing into reused ones. The whole stores sent to members
+ * behind compaction are counted from the members' logs, and a transfer a member did
+ * not install is logged with its reason.
  *
  * When the time is up, every fault is healed and every member restarted; the checker
  * then proves the promises:
@@ -51,6 +53,13 @@ export interface ChaosReport {
     requests: number; answered: number; permitted: number; refused: number; unknown: number; retries: number;
     reads: number; staleReads: number; kills: number; restarts: number; pauses: number; partitions: number;
   };
+  /**
+   * The whole stores sent to members behind compaction, from the members' logs: the
+   * senders' transfers a member installed and those that failed, the members' installs,
+   * the transfers they refused or could not finish, and those whose snapshot Raft did
+   * not take.
+   */
+  stores: { sent: number; failed: number; installed: number; receiveFailed: number; notTaken: number };
   /** ms from each primary kill to the next intent committed through the new primary. */
   failoverMs: number[];
   applied: number;
@@ -93,8 +102,18 @@ export const CHAOS_ENV: Readonly<Record<string, string>> = {
 export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const rng = new Rng(o.seed);
   const proxies = new Map<string, TcpProxy>();
+  const stores = { sent: 0, failed: 0, installed: 0, receiveFailed: 0, notTaken: 0 };
   const c = await startCluster({
     env: { ...CHAOS_ENV, ...o.env },
+    onEvent: (id, line) => {
+      if (!line.includes('"event":"snapshot_')) return;
+      const e = JSON.parse(line) as { event?: string; ok?: boolean; to?: string; from?: string; why?: string; err?: string };
+      if (e.event === 'snapshot_sent') stores[e.ok === true ? 'sent' : 'failed']++;
+      else if (e.event === 'snapshot_installed') stores.installed++;
+      else if (e.event === 'snapshot_receive_failed') stores.receiveFailed++;
+      else if (e.event === 'snapshot_not_taken') stores.notTaken++;
+      if (e.event === 'snapshot_receive_failed') o.log(`${id}: a store from ${e.from} was not installed: ${e.err}`);
+    },
     peerAddr: async (from, to) => {
       const p = await tcpProxy(to.ports.peer);
       proxies.set(`${from}>${to.id}`, p);
@@ -268,7 +287,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     }
     const accounts = [`acc_merchant_${runId}`, ...fixtures.agents.map((a) => a.cash)];
     const applied = await check(c, ids, fates, violations, accounts, fixtures.agents.map((a) => a.usage));
-    return { ok: violations.length === 0, violations, counts, failoverMs, applied };
+    return { ok: violations.length === 0, violations, counts, stores, failoverMs, applied };
   } finally {
     for (const id of ids) {
       const p = c.process(id);

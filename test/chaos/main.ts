@@ -27,7 +27,7 @@ const settings = Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ');
 console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, ${killsMin} primary kills${settings === '' ? '' : `; members with ${settings}`}`);
 const report = await runChaos({ durationS, seed, agents, killsMin, env, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });
 const f = report.failoverMs.slice().sort((a, b) => a - b);
-console.log(JSON.stringify({ ...report.counts, applied: report.applied, failover_ms: { n: f.length, median: f[Math.floor(f.length / 2)] ?? null, max: f[f.length - 1] ?? null } }));
+console.log(JSON.stringify({ ...report.counts, stores: report.stores, applied: report.applied, failover_ms: { n: f.length, median: f[Math.floor(f.length / 2)] ?? null, max: f[f.length - 1] ?? null } }));
 for (const v of report.violations) console.log(`VIOLATION ${v}`);
 console.log(report.ok ? 'chaos: every check passed' : `chaos: ${report.violations.length} violations`);
 process.exit(report.ok ? 0 : 1);

@@ -115,6 +115,8 @@ interface StartOptions {
   peerAddr?: (from: string, to: Member) => string | Promise<string>;
   /** the members' main.js (default: this checkout's), to run another build. */
   mainJs?: string;
+  /** called with each log line of a member's but its request lines, from every start. */
+  onEvent?: (id: string, line: string) => void;
 }
 
 async function startClusterOnce(opts: StartOptions): Promise<Cluster> {
@@ -162,7 +164,12 @@ async function startClusterOnce(opts: StartOptions): Promise<Cluster> {
   };
   const start = async (id: string, extra: Record<string, string> = {}) => {
     const join: Record<string, string> = spares.includes(id) ? { APL_CLUSTER_STATE: 'join' } : {};
-    const p = await spawnNode(envOf(member(id), { ...join, ...extra }), { startTimeoutMs: 30_000, ...(opts.mainJs === undefined ? {} : { mainJs: opts.mainJs }) });
+    const onEvent = opts.onEvent;
+    const p = await spawnNode(envOf(member(id), { ...join, ...extra }), {
+      startTimeoutMs: 30_000,
+      ...(opts.mainJs === undefined ? {} : { mainJs: opts.mainJs }),
+      ...(onEvent === undefined ? {} : { onEvent: (line: string) => onEvent(id, line) }),
+    });
     processes.set(id, p);
     return p;
   };

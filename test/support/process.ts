@@ -90,7 +90,7 @@ export interface NodeProcess {
 const LINES_KEPT = 40;
 
 /** Spawns the server with `env` and resolves once it has logged `node_started`. */
-export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number; execPath?: string; mainJs?: string; nodeArgs?: string[]; args?: string[] } = {}): Promise<NodeProcess> {
+export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: number; execPath?: string; mainJs?: string; nodeArgs?: string[]; args?: string[]; onEvent?: (line: string) => void } = {}): Promise<NodeProcess> {
   if (['warn', 'error', 'fatal', 'silent'].includes(env.APL_LOG_LEVEL ?? 'info')) {
     return Promise.reject(new Error(`APL_LOG_LEVEL=${env.APL_LOG_LEVEL}: the node_started line the addresses come from is logged at info`));
   }
@@ -100,7 +100,9 @@ export function spawnNode(env: Record<string, string>, opts: { startTimeoutMs?: 
   const tail: string[] = [];
   const events: string[] = [];
   const keep = (stream: string) => (line: string) => {
-    const kept = line.includes('"event":"request"') ? tail : events;
+    const request = line.includes('"event":"request"');
+    if (!request && stream === 'stdout') opts.onEvent?.(line);
+    const kept = request ? tail : events;
     kept.push(`${stream}: ${line}`);
     if (kept.length > LINES_KEPT) kept.shift();
   };

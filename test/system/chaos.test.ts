@@ -26,5 +26,6 @@ t.test('a bank workload survives primary kills, graceful restarts, pauses and pa
   t.ok(report.counts.refused >= 10, `${report.counts.refused} were refused and recorded`);
   t.ok(report.counts.reads >= 50, `${report.counts.reads} linearizable reads were checked`);
   t.ok(report.failoverMs.length >= 1, `writes resumed after kills (${report.failoverMs.join(', ')} ms)`);
+  t.comment(`whole stores sent to members behind compaction: ${JSON.stringify(report.stores)}`);
   if (!report.ok) t.comment(lines.join('\n'));
 });
