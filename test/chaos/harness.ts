@@ -107,7 +107,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     env: { ...CHAOS_ENV, ...o.env },
     onEvent: (id, line) => {
       if (!line.includes('"event":"snapshot_')) return;
-      const e = JSON.parse(line) as { event?: string; ok?: boolean; to?: string; from?: string; why?: string; err?: string };
+      let e: { event?: string; ok?: boolean; from?: string; err?: string };
+      try {
+        e = JSON.parse(line) as typeof e;
+      } catch {
+        return; // not a log line
+      }
       if (e.event === 'snapshot_sent') stores[e.ok === true ? 'sent' : 'failed']++;
       else if (e.event === 'snapshot_installed') stores.installed++;
       else if (e.event === 'snapshot_receive_failed') stores.receiveFailed++;
