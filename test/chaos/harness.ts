@@ -115,9 +115,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       }
       if (e.event === 'snapshot_sent') stores[e.ok === true ? 'sent' : 'failed']++;
       else if (e.event === 'snapshot_installed') stores.installed++;
-      else if (e.event === 'snapshot_receive_failed') stores.receiveFailed++;
       else if (e.event === 'snapshot_not_taken') stores.notTaken++;
-      if (e.event === 'snapshot_receive_failed') o.log(`${id}: a store from ${e.from} was not installed: ${e.err}`);
+      else if (e.event === 'snapshot_receive_failed') {
+        stores.receiveFailed++;
+        o.log(`${id}: a store from ${e.from} was not installed: ${e.err}`);
+      }
     },
     peerAddr: async (from, to) => {
       const p = await tcpProxy(to.ports.peer);

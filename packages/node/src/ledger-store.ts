@@ -158,8 +158,8 @@ export class LedgerStore {
    * one that failed removed the directory the other was writing.
    */
   private receiving = false;
-  /** the position of each store received and not yet installed, by directory name. */
-  private readonly received = new Map<string, StorePosition>();
+  /** the store received and not yet installed (its directory's name), and its position. */
+  private received: { name: string; position: StorePosition } | null = null;
   /**
    * commits counts the batches written. A read that started before a commit may have
    * read what the commit then changed, so its result is answered but not cached.
@@ -481,9 +481,8 @@ export class LedgerStore {
       await db.batch(last, { sync: true });
       await db.close();
       // Only the newest store received is installed: an earlier one Raft did not take goes.
-      for (const older of this.received.keys()) rmSync(join(this.dir, older), { recursive: true, force: true });
-      this.received.clear();
-      this.received.set(name, position);
+      if (this.received !== null) await rm(join(this.dir, this.received.name), { recursive: true, force: true });
+      this.received = { name, position };
       return name;
     } catch (err) {
       await db.close().catch(() => undefined);
@@ -494,8 +493,16 @@ export class LedgerStore {
 
   /** Removes a received store that will not be installed (Raft did not take its snapshot). */
   async discardReceived(name: string): Promise<void> {
-    if (!this.received.delete(name)) throw new Error(`no store ${name} was received here`);
+    this.takeReceived(name);
     await rm(join(this.dir, name), { recursive: true, force: true });
+  }
+
+  /** The position of the store received as `name`, which is no longer waiting to be installed. */
+  private takeReceived(name: string): StorePosition {
+    if (this.received?.name !== name) throw new Error(`no store ${name} was received here`);
+    const { position } = this.received;
+    this.received = null;
+    return position;
   }
 
   /** A record outside the ledger's tables (as written by receiveSnapshot's `extra`), or null. */
@@ -513,9 +520,7 @@ export class LedgerStore {
    */
   async install(name: string): Promise<void> {
     await this.landed();
-    const expected = this.received.get(name);
-    if (expected === undefined) throw new Error(`no store ${name} was received here`);
-    this.received.delete(name);
+    const expected = this.takeReceived(name);
     const { db: next, position: pos } = await openDb(join(this.dir, name), this.wrap, this.tuning);
     // A store that opens elsewhere than it was received (its directory went missing, and
     // an empty one was made in its place) must never replace the one in use.
