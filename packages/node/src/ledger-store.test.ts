@@ -182,7 +182,10 @@ t.test('a store streamed in chunks to a fresh directory verifies, installs and h
         await new Promise((r) => setImmediate(r));
       }
     })();
-    await target.install(name);
+    const oldDir = join(targetDir, readdirSync(targetDir).find((n) => n.startsWith('store-') && n !== name)!);
+    const { retired } = await target.install(name);
+    // Removing the old store unlinks a whole state's files: it is not done on the way.
+    t.ok(existsSync(oldDir), 'the install returns before the old store is removed');
     reading = false;
     await reader;
     const settled = await Promise.allSettled(reads);
@@ -195,7 +198,8 @@ t.test('a store streamed in chunks to a fresh directory verifies, installs and h
     const sourceJournal: string[] = [];
     for await (const line of source.journal()) sourceJournal.push(line);
     t.same(journal, sourceJournal, 'and the journal, so the export verifies here too');
-    t.same(readdirSync(targetDir).sort(), ['CURRENT', name], 'the old store directory is gone');
+    await retired;
+    t.same(readdirSync(targetDir).sort(), ['CURRENT', name], 'the old store directory is gone once retired');
   } finally {
     await source.close();
     await target.close();

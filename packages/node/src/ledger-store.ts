@@ -24,7 +24,7 @@
  *
  * Directory layout: `<dir>/CURRENT` names the store in use, `<dir>/store-<n>/`.
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type LevelOptions, ThreadedLevel } from './level-thread.js';
@@ -160,6 +160,8 @@ export class LedgerStore {
   private receiving = false;
   /** the store received and not yet installed (its directory's name), and its position. */
   private received: { name: string; position: StorePosition } | null = null;
+  /** old stores being closed and removed after an install */
+  private readonly retiring = new Set<Promise<void>>();
   /**
    * commits counts the batches written. A read that started before a commit may have
    * read what the commit then changed, so its result is answered but not cached.
@@ -202,7 +204,7 @@ export class LedgerStore {
       writePointer(dir, current);
     }
     for (const name of readdirSync(dir)) {
-      if (name.startsWith('store-') && name !== current) rmSync(join(dir, name), { recursive: true, force: true });
+      if (name.startsWith('store-') && name !== current) await rm(join(dir, name), { recursive: true, force: true });
     }
     const wrap = opts.wrap ?? ((db: LevelDb) => db);
     const tuning = { writeBufferBytes: opts.writeBufferBytes ?? WRITE_BUFFER_BYTES_DEFAULT, blockBytes: opts.blockBytes ?? BLOCK_BYTES_DEFAULT };
@@ -447,7 +449,7 @@ export class LedgerStore {
   private async receiveOne(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string>): Promise<string> {
     const name = nextStoreName(this.dir, this.current);
     const path = join(this.dir, name);
-    rmSync(path, { recursive: true, force: true });
+    await rm(path, { recursive: true, force: true });
     const db = new ThreadedLevel(path, levelOptions(this.tuning));
     try {
       await db.open();
@@ -486,7 +488,7 @@ export class LedgerStore {
       return name;
     } catch (err) {
       await db.close().catch(() => undefined);
-      rmSync(path, { recursive: true, force: true });
+      await rm(path, { recursive: true, force: true });
       throw err;
     }
   }
@@ -512,13 +514,18 @@ export class LedgerStore {
 
   /**
    * Switches to a received store: it is opened beside the old one, the CURRENT pointer
-   * moves in one rename, reads go to it from then on, and the old one is closed (after
-   * the reads already sent to it are answered) and removed. A plane's read never finds
+   * moves in one rename, and reads go to it from then on. A plane's read never finds
    * the store closed in between. A read that raced the switch answers what it read but
    * does not enter the cache (the commit count moves), so the cache holds only records
    * of the new store.
+   *
+   * The old store is retired after the switch, not before it returns: it is closed
+   * (after the reads already sent to it are answered) and its directory removed, which
+   * unlinks every file of a whole state and so takes time in proportion to it. The
+   * returned `retired` settles when that is done; `close` waits for it too. A removal
+   * that fails leaves a directory that `open` removes at the next start.
    */
-  async install(name: string): Promise<void> {
+  async install(name: string): Promise<{ retired: Promise<void> }> {
     await this.landed();
     const expected = this.takeReceived(name);
     const { db: next, position: pos } = await openDb(join(this.dir, name), this.wrap, this.tuning);
@@ -526,7 +533,7 @@ export class LedgerStore {
     // an empty one was made in its place) must never replace the one in use.
     if (pos.applied !== expected.applied || pos.stateHash !== expected.stateHash) {
       await next.close();
-      rmSync(join(this.dir, name), { recursive: true, force: true });
+      await rm(join(this.dir, name), { recursive: true, force: true });
       throw new Error(`the received store ${name} opens at applied index ${pos.applied}, not at ${expected.applied} where it was received`);
     }
     writePointer(this.dir, name);
@@ -537,12 +544,18 @@ export class LedgerStore {
     this.commits++;
     this.inflight.clear();
     this.cache.clear();
-    await old.close();
-    rmSync(join(this.dir, oldName), { recursive: true, force: true });
+    const retired = (async () => {
+      await old.close();
+      await rm(join(this.dir, oldName), { recursive: true, force: true });
+    })();
+    this.retiring.add(retired);
+    void retired.then(() => this.retiring.delete(retired), () => this.retiring.delete(retired));
+    return { retired };
   }
 
   async close(): Promise<void> {
     await this.landed();
+    await Promise.allSettled([...this.retiring]);
     await this.db.close();
   }
 }

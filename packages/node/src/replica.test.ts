@@ -257,8 +257,9 @@ t.test('a store received while one Raft took waits to be swapped in is refused; 
   // Raft took the snapshot; the pump swaps its store in at its next turn. A second store now is refused.
   await t.rejects(behind.replica.installSnapshot(m, second.position, second.chunks), { message: new RegExp(`store received for the snapshot at ${index} is not installed yet`) });
   for await (const _ of second.chunks); // closes the primary's read snapshot
-  // Logged once the switch is done: the old store closed and removed.
+  // The old store is closed and removed after the switch, and that is logged too.
   await until('the store taken is installed', () => behind.events.some((e) => e.event === 'snapshot_installed' && e.index === index));
+  await until('the store replaced is removed', () => behind.events.some((e) => e.event === 'store_retired' && e.index === index));
   t.equal(behind.replica.store.position.applied, first.position.applied, `installed at ${index}, at the position it was sent at`);
   t.equal(stores().length, 1, `one store on the disk: ${stores().join(', ')}`);
 

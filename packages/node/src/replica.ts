@@ -869,7 +869,11 @@ export class Replica {
     const received = this.received;
     if (received === null || received.index !== index) throw new Error(`Raft accepted a snapshot at ${index} but no store was received for it`);
     this.received = null;
-    await this.store.install(received.name);
+    const { retired } = await this.store.install(received.name);
+    retired.then(
+      () => this.opts.log.info({ event: 'store_retired', index }, 'the store replaced is closed and removed'),
+      (err: Error) => this.opts.log.warn({ event: 'store_retire_failed', index, err: err.message }, 'the store replaced was not removed; the next start removes it'),
+    );
     const applied = this.store.position.applied;
     for (const [at, w] of this.waiters) {
       if (at > applied) continue;
