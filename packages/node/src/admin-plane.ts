@@ -19,7 +19,7 @@ import { memberContext } from './membership.js';
 import { paserkId, toPaserk } from './attest.js';
 import { ApiError } from './errors.js';
 import { z } from 'zod';
-import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noBody, noQuery, notFound, parseRequest, planeApp, queryOf, sendJson } from './http.js';
+import { bearerToken, errorHandler, JSON_TYPE, jsonBody, noBody, noQuery, notFound, parseRequest, planeApp, queryOf, sendJson, streamLines } from './http.js';
 import { feedHandler, type Feeds } from './feed.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -76,6 +76,8 @@ export interface AdminOptions {
   /** feeds serves GET /admin/v1/feed (feed.ts). */
   feeds: Feeds;
   bodyBytesMax: number;
+  /** a streamed answer (the log export) whose client reads nothing for this long is cut (http.write_stall_ms). */
+  writeStallMs: number;
   openapi: string;
   log: Logger;
   metrics: Metrics;
@@ -323,10 +325,11 @@ export function adminApp(o: AdminOptions): Express {
   app.get('/admin/v1/log/export', async (req, res) => {
     await barrier(res, readQuery(req));
     res.status(200).type('application/x-ndjson; charset=utf-8');
-    for await (const line of o.node.journal()) {
-      if (!res.write(`${line}\n`)) await new Promise((r) => res.once('drain', r));
+    const started = performance.now();
+    const end = await streamLines(res, o.node.journal(), o.writeStallMs);
+    if (end === 'stalled') {
+      o.log.warn({ event: 'export_cut', ms: Math.round(performance.now() - started), stall_ms: o.writeStallMs }, `the log export's client read nothing for ${o.writeStallMs} ms: its connection is closed`);
     }
-    res.end();
   });
 
   app.use(notFound);

@@ -162,6 +162,11 @@ export const ConfigSchema = z.strictObject({
     request_timeout_ms: ms(30_000),
     /** keep_alive_timeout_ms: an idle keep-alive connection is closed after this long. */
     keep_alive_timeout_ms: ms(5_000),
+    /**
+     * write_stall_ms: a streamed answer (the log export) whose client reads nothing for
+     * this long while the send buffer is full is cut, and its connection closed.
+     */
+    write_stall_ms: ms(60_000),
     /** connections_max caps the open connections of each listener; a connection beyond it is closed at once. */
     connections_max: count(1024, 1_000_000),
     /**

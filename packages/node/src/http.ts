@@ -4,6 +4,7 @@
  * and one metric per request.
  */
 import { isUtf8 } from 'node:buffer';
+import type { ServerResponse } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import express from 'express';
 import { InexactNumberError, JsonSyntaxError, parseJson, parseWith, stringifyJson } from '@apl/core';
@@ -37,6 +38,48 @@ export function sendText(res: Response, status: number, text: string, type: stri
   res.setHeader('Content-Length', Buffer.byteLength(text, 'utf8'));
   if (res.req.method === 'HEAD') res.end();
   else res.end(text, 'utf8');
+}
+
+/** How a streamed answer ended: sent whole, its client gone, or its client not reading. */
+export type StreamEnd = 'done' | 'gone' | 'stalled';
+
+/**
+ * Writes `lines` as the answer's body, one per line, and ends it. While the send buffer
+ * is full it waits for the client to read. It stops reading `lines` (which closes what
+ * they are read from, such as a store iterator that would otherwise pin the files it
+ * reads) as soon as the client goes away, or when the client has read nothing for
+ * `stallMs`: then the connection is closed, so the body ends without its last chunk and
+ * no client takes a cut answer for a whole one.
+ */
+export async function streamLines(res: ServerResponse, lines: AsyncIterable<string>, stallMs: number): Promise<StreamEnd> {
+  for await (const line of lines) {
+    if (res.destroyed) return 'gone';
+    if (res.write(`${line}\n`)) continue;
+    const waited = await drained(res, stallMs);
+    if (waited === 'stalled') res.destroy();
+    if (waited !== 'drain') return waited;
+  }
+  if (res.destroyed) return 'gone';
+  res.end();
+  return 'done';
+}
+
+/** Waits for the send buffer to empty, the connection to close, or `ms`, whichever is first. */
+function drained(res: ServerResponse, ms: number): Promise<'drain' | 'gone' | 'stalled'> {
+  if (res.destroyed) return Promise.resolve('gone');
+  return new Promise((resolve) => {
+    const settle = (why: 'drain' | 'gone' | 'stalled') => {
+      clearTimeout(timer);
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(why);
+    };
+    const onDrain = () => settle('drain');
+    const onClose = () => settle('gone');
+    const timer = setTimeout(() => settle('stalled'), ms);
+    res.once('drain', onDrain);
+    res.once('close', onClose);
+  });
 }
 
 /**

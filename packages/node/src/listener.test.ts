@@ -20,7 +20,7 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 execFileSync('bash', [CERT_SCRIPT, dir, 'n1'], { stdio: 'ignore' });
 const tls = { cert: readFileSync(join(dir, 'n1.pem')), key: readFileSync(join(dir, 'n1-key.pem')) };
 const ca = readFileSync(join(dir, 'ca.pem'));
-const http = { headers_timeout_ms: 2000, request_timeout_ms: 5000, keep_alive_timeout_ms: 5000, connections_max: 16, connections_per_source_max: 16 };
+const http = { headers_timeout_ms: 2000, request_timeout_ms: 5000, keep_alive_timeout_ms: 5000, connections_max: 16, connections_per_source_max: 16, write_stall_ms: 60_000 };
 
 t.test('an answer written after the listener began to close closes its connection', async (t) => {
   let release: () => void = () => undefined;

@@ -273,6 +273,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     },
     principals, feeds, log, metrics,
     bodyBytesMax: c.limits.body_bytes_max,
+    writeStallMs: c.http.write_stall_ms,
     openapi: withServer(readFileSync(OPENAPI_FILES.admin, 'utf8'), adminUrl),
   }));
   log.info({ event: 'node_started', agent: agentUrl, admin: adminUrl, ...(mesh ? { peer: mesh.port, members: inForce.map((m) => m.id) } : {}) }, 'node started');

@@ -393,7 +393,7 @@ export function adminDocument(): Json {
         get: {
           operationId: 'exportLog', summary: 'Every applied operation as NDJSON {index, op, result, entry_hash}, for audit and replay.',
           parameters: [consistency],
-          responses: { 200: consistent({ description: 'One canonical JSON record per line.', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }), ...errors(ADMIN_READ) },
+          responses: { 200: consistent({ description: "One canonical JSON record per line. A client that reads nothing for the node's http.write_stall_ms is cut: the body ends without its last chunk, never as a whole one.", content: { 'application/x-ndjson': { schema: { type: 'string' } } } }), ...errors(ADMIN_READ) },
         },
       },
       '/admin/v1/feed': {

@@ -2479,7 +2479,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One canonical JSON record per line. */
+            /** @description One canonical JSON record per line. A client that reads nothing for the node's http.write_stall_ms is cut: the body ends without its last chunk, never as a whole one. */
             200: {
                 headers: {
                     /** @description linearizable or local: the consistency this read was served with. */
