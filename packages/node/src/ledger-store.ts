@@ -24,8 +24,8 @@
  *
  * Directory layout: `<dir>/CURRENT` names the store in use, `<dir>/store-<n>/`.
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { open, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type LevelOptions, ThreadedLevel } from './level-thread.js';
 import { sha256Hex, type FramesWritten } from './store-frames.js';
@@ -201,7 +201,7 @@ export class LedgerStore {
     let current = existsSync(pointer) ? readFileSync(pointer, 'utf8').trim() : '';
     if (current === '') {
       current = 'store-000001';
-      writePointer(dir, current);
+      await writePointer(dir, current);
     }
     for (const name of readdirSync(dir)) {
       if (name.startsWith('store-') && name !== current) await rm(join(dir, name), { recursive: true, force: true });
@@ -447,7 +447,7 @@ export class LedgerStore {
   }
 
   private async receiveOne(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string>): Promise<string> {
-    const name = nextStoreName(this.dir, this.current);
+    const name = await nextStoreName(this.dir, this.current);
     const path = join(this.dir, name);
     await rm(path, { recursive: true, force: true });
     const db = new ThreadedLevel(path, levelOptions(this.tuning));
@@ -536,7 +536,12 @@ export class LedgerStore {
       await rm(join(this.dir, name), { recursive: true, force: true });
       throw new Error(`the received store ${name} opens at applied index ${pos.applied}, not at ${expected.applied} where it was received`);
     }
-    writePointer(this.dir, name);
+    try {
+      await writePointer(this.dir, name);
+    } catch (err) {
+      await next.close();
+      throw err;
+    }
     const [old, oldName] = [this.db, this.current];
     this.db = next;
     this.current = name;
@@ -601,22 +606,32 @@ function toSlot(key: string, text: string | undefined): Slot | null {
   return text === undefined ? null : { value: decodeRecord(key, text), hash: recordHash(key, text) };
 }
 
-/** Replaces the CURRENT pointer atomically: write a temporary file, sync it, rename it over. */
-function writePointer(dir: string, name: string): void {
+/**
+ * Replaces the CURRENT pointer atomically: write a temporary file, sync it, rename it
+ * over, sync the directory. Asynchronous: an install runs it while the node serves, and
+ * each sync can wait long on a disk busy with LevelDB's compactions.
+ */
+async function writePointer(dir: string, name: string): Promise<void> {
   const tmp = join(dir, 'CURRENT.tmp');
-  writeFileSync(tmp, `${name}\n`);
-  const fd = openSync(tmp, 'r');
-  fsyncSync(fd);
-  closeSync(fd);
-  renameSync(tmp, join(dir, 'CURRENT'));
-  const d = openSync(dir, 'r');
-  fsyncSync(d);
-  closeSync(d);
+  const file = await open(tmp, 'w');
+  try {
+    await file.writeFile(`${name}\n`);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  await rename(tmp, join(dir, 'CURRENT'));
+  const d = await open(dir, 'r');
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
+  }
 }
 
 /** A store directory name after the current one and every one on disk (one receive at a time makes it unique). */
-function nextStoreName(dir: string, current: string): string {
-  const numbers = readdirSync(dir).map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
+async function nextStoreName(dir: string, current: string): Promise<string> {
+  const numbers = (await readdir(dir)).map((n) => /^store-(\d+)$/.exec(n)?.[1]).filter((n): n is string => n !== undefined).map(Number);
   const next = Math.max(Number(current.slice('store-'.length)), ...numbers) + 1;
   return `store-${String(next).padStart(6, '0')}`;
 }
