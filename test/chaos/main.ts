@@ -26,8 +26,13 @@ const started = Date.now();
 const settings = Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ');
 console.log(`chaos: ${durationS} s, seed ${seed}, ${agents} agents, ${killsMin} primary kills${settings === '' ? '' : `; members with ${settings}`}`);
 const report = await runChaos({ durationS, seed, agents, killsMin, env, log: (l) => console.log(`${((Date.now() - started) / 1000).toFixed(1).padStart(7)} s  ${l}`) });
-const f = report.failoverMs.slice().sort((a, b) => a - b);
-console.log(JSON.stringify({ ...report.counts, stores: report.stores, applied: report.applied, failover_ms: { n: f.length, median: f[Math.floor(f.length / 2)] ?? null, max: f[f.length - 1] ?? null } }));
+/** n, median and max of the failovers chosen. */
+const spread = (alone: boolean) => {
+  const f = report.failovers.filter((x) => x.alone === alone).map((x) => x.ms).sort((a, b) => a - b);
+  return { n: f.length, median: f[Math.floor(f.length / 2)] ?? null, max: f[f.length - 1] ?? null };
+};
+// A kill's failover apart from one the nemesis added a second fault to (harness.ts).
+console.log(JSON.stringify({ ...report.counts, stores: report.stores, applied: report.applied, failover_ms: spread(true), failover_with_second_fault_ms: spread(false) }));
 for (const v of report.violations) console.log(`VIOLATION ${v}`);
 console.log(report.ok ? 'chaos: every check passed' : `chaos: ${report.violations.length} violations`);
 process.exit(report.ok ? 0 : 1);
