@@ -62,12 +62,14 @@ export interface ChaosReport {
   stores: { sent: number; failed: number; installed: number; receiveFailed: number; notTaken: number };
   /**
    * Each primary kill's failover: ms from the kill to the next intent committed through
-   * the new primary, and whether it was the kill alone. It was not when the nemesis began
-   * another fault (a pause, a partition, a graceful restart) before that intent committed:
-   * the 2 s target is for a primary's death, and a partition of the new primary, say,
-   * holds every commit until it heals.
+   * the new primary, and what else happened before that intent committed (empty: the
+   * kill alone). The 2 s target is for a primary's death; two things hold a commit
+   * longer, and are listed: another fault the nemesis began (a pause, a partition, a
+   * graceful restart), and a whole store sent to a member behind compaction (its
+   * transfer ended, failed or was refused in the meantime), which a quorum that needs
+   * that member waits for.
    */
-  failovers: { ms: number; alone: boolean }[];
+  failovers: { ms: number; besides: string[] }[];
   applied: number;
 }
 
@@ -109,21 +111,31 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const rng = new Rng(o.seed);
   const proxies = new Map<string, TcpProxy>();
   const stores = { sent: 0, failed: 0, installed: 0, receiveFailed: 0, notTaken: 0 };
+  /** the failover under way: when the primary was killed, and what else happened since. */
+  let failover: { killedAt: number; besides: string[] } | null = null;
+  const duringFailover = (what: string) => {
+    if (failover !== null && failover.besides.length < 3) failover.besides.push(`${what}, ${Date.now() - failover.killedAt} ms after the kill`);
+  };
   const c = await startCluster({
     env: { ...CHAOS_ENV, ...o.env },
     onEvent: (id, line) => {
       if (!line.includes('"event":"snapshot_')) return;
-      let e: { event?: string; ok?: boolean; from?: string; err?: string };
+      let e: { event?: string; ok?: boolean; from?: string; to?: string; err?: string; ms?: number };
       try {
         e = JSON.parse(line) as typeof e;
       } catch {
         return; // not a log line
       }
-      if (e.event === 'snapshot_sent') stores[e.ok === true ? 'sent' : 'failed']++;
-      else if (e.event === 'snapshot_installed') stores.installed++;
-      else if (e.event === 'snapshot_not_taken') stores.notTaken++;
-      else if (e.event === 'snapshot_receive_failed') {
+      if (e.event === 'snapshot_sent') {
+        stores[e.ok === true ? 'sent' : 'failed']++;
+        duringFailover(`a whole store sent by ${id} to ${e.to}, ${e.ok === true ? 'installed' : 'failed'} after ${e.ms} ms`);
+      } else if (e.event === 'snapshot_installed') stores.installed++;
+      else if (e.event === 'snapshot_not_taken') {
+        stores.notTaken++;
+        duringFailover(`a whole store received by ${id} and not taken`);
+      } else if (e.event === 'snapshot_receive_failed') {
         stores.receiveFailed++;
+        duringFailover(`a whole store to ${id} refused or cut`);
         o.log(`${id}: a store from ${e.from} was not installed: ${e.err}`);
       }
     },
@@ -138,7 +150,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const paused = new Set<string>();
   const counts = { requests: 0, answered: 0, permitted: 0, refused: 0, unknown: 0, retries: 0, reads: 0, staleReads: 0, kills: 0, restarts: 0, pauses: 0, partitions: 0 };
   const violations: string[] = [];
-  const failovers: { ms: number; alone: boolean }[] = [];
+  const failovers: { ms: number; besides: string[] }[] = [];
   try {
     const leader = await c.leader(15_000);
     const runId = `c${o.seed}`;
@@ -148,12 +160,6 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     /** per agent, its latest transactions acknowledged with a verdict, and when. */
     const acked = new Map<number, { txn: string; at: number }[]>();
     const deadline = Date.now() + o.durationS * 1000;
-    let killedAt: number | null = null;
-    /** the fault the nemesis began while a failover was still open, if any. */
-    let secondFault: string | null = null;
-    const duringFailover = (what: string) => {
-      if (killedAt !== null && secondFault === null) secondFault = `${what}, ${Date.now() - killedAt} ms after the kill`;
-    };
 
     const live = () => ids.filter((id) => !down.has(id) && !paused.has(id));
     const send = async (req: BenchRequest) => {
@@ -208,16 +214,16 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         acked.set(k, mine);
         // Time to recover: from the kill to the first intent sent after it and committed (by
         // the new primary; an answer to one sent before may have been on its way).
-        if (killedAt !== null && sentAt >= killedAt) {
+        if (failover !== null && sentAt >= failover.killedAt) {
+          const { killedAt, besides } = failover;
           const ms = Date.now() - killedAt;
-          failovers.push({ ms, alone: secondFault === null });
-          o.log(`failover: the first intent sent after the kill committed ${ms} ms after it${secondFault === null ? '' : ` (not the kill alone: ${secondFault})`}`);
+          failovers.push({ ms, besides });
+          o.log(`failover: the first intent sent after the kill committed ${ms} ms after it${besides.length === 0 ? '' : ` (not the kill alone: ${besides.join('; ')})`}`);
           // A slow one is shown with what each member logged from the kill on (no requests).
           if (ms > SLOW_FAILOVER_MS) {
             for (const id of ids) for (const l of eventsSince(c.process(id)?.output() ?? '', killedAt - 200).slice(0, 40)) o.log(`  ${id}: ${l.slice(0, 300)}`);
           }
-          killedAt = null;
-          secondFault = null;
+          failover = null;
         }
         mix.observe(req, r.status, r.text);
       }
@@ -267,8 +273,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
             o.log(`nemesis: SIGKILL the primary ${primary}`);
             await c.kill(primary);
             down.add(primary);
-            killedAt = Date.now();
-            secondFault = null;
+            failover = { killedAt: Date.now(), besides: [] };
             counts.kills++;
             await sleep(rng.between(1_000, 3_000));
             await c.start(primary);
