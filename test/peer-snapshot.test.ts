@@ -3,7 +3,9 @@
 // a stream of three chunks arrives whole and is reported installed; a stream that ends
 // before the chunk marked last (as one cut by its sender's death ends) is refused as
 // cut, naming the sender; a chunk after the last is refused; and a sender that predates
-// the mark is still heard, its stream judged by the store's state hash alone.
+// the mark is still heard, its stream judged by the store's state hash alone. And that a
+// sender whose transfer the receiver refuses part-way stops reading its store, so that
+// the store's read (a LevelDB snapshot, in a node) is closed, not held for ever.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSecureContext } from 'node:tls';
@@ -123,4 +125,45 @@ t.test('a sender that predates the mark is heard: its stream ends where it ends'
   const old = await stream(ports.n2, [{ seq: 0 }, { seq: 1 }], false);
   t.same(old, { installed: true, reason: '' }, 'left to the store, which checks the state hash');
   t.same(received[0]!.seqs, [0, 1]);
+});
+
+t.test('a transfer the receiver refuses part-way closes the sender\'s read of its store', async (t) => {
+  const ports = { n1: await freePort(), n2: await freePort() };
+  const n2 = await mesh('n2', ports, {
+    installSnapshot: async (_m, _position, chunks) => {
+      for await (const _ of chunks) throw new Error('a store is being received already');
+    },
+  });
+  // More chunks than the call buffers (grpc-js takes 16 before it asks the writer to
+  // wait): the sender is waiting for the call to drain when the refusal comes.
+  let closed: () => void = () => undefined;
+  const released = new Promise<void>((r) => (closed = r));
+  let read = 0;
+  let report: (outcome: string) => void = () => undefined;
+  const reported = new Promise<string>((r) => (report = r));
+  const n1 = await mesh('n1', ports, {
+    openSnapshot: async () => ({
+      position: { ...position, tick: 0, head: '00'.repeat(32) },
+      chunks: (async function* () {
+        try {
+          for (let seq = 0; seq < 64; seq++) {
+            read++;
+            yield { seq, data: Buffer.alloc(1 << 20, seq), digest: `digest ${seq}` };
+          }
+        } finally {
+          closed();
+        }
+      })(),
+    }),
+    reportSnapshot: (_to, outcome) => report(outcome),
+  });
+  t.teardown(async () => {
+    await n1.close();
+    await n2.close();
+  });
+  n1.send([snap]);
+  t.equal(await reported, 'failure', 'the sender is told the transfer failed');
+  const within = await Promise.race([released.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5_000).unref())]);
+  t.ok(within, 'and the read of its store is closed');
+  t.ok(read < 64, `after ${read} chunks of 64: the rest were never read`);
 });

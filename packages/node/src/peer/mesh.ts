@@ -659,12 +659,25 @@ export class PeerMesh {
       const { position, chunks } = await handlers.openSnapshot();
       const message = this.codec.encode({ ...m, snapshot: { meta: m.snapshot!.meta, data: new Uint8Array() } });
       const result = new Promise<SnapshotAck>((resolve, reject) => {
+        // The call may end before every chunk is written: the peer answers at once when it
+        // refuses the transfer, fails it part-way, or goes away. A write waiting for the
+        // call to drain then waits for ever (grpc-js emits no 'drain' on an ended call),
+        // and with it the read of the store, whose LevelDB snapshot would keep every file
+        // it reads on the disk. So the writes stop as soon as the call has ended.
+        let ended = false;
+        let wake: () => void = () => undefined;
         const call = link.client.makeClientStreamRequest(PEER_SERVICE.snapshot.path, PEER_SERVICE.snapshot.requestSerialize, PEER_SERVICE.snapshot.responseDeserialize, this.callMetadata(), { deadline: Date.now() + this.o.snapshotTimeoutMs }, (err, ack) => {
+          ended = true;
+          wake();
           if (!err) return resolve(ack!);
           const superseded = supersededDetails(err);
           if (superseded !== null) this.onSuperseded(m.to, superseded);
           reject(err);
         });
+        const drained = () => new Promise<void>((r) => {
+          wake = r;
+          call.once('drain', r);
+        }).finally(() => call.off('drain', wake));
         void (async () => {
           let first = true;
           const send = async (c: SnapshotChunk, last: boolean) => {
@@ -673,17 +686,19 @@ export class PeerMesh {
               ...(first ? { message, position: { applied: position.applied, term: position.term, stateHash: position.stateHash }, marksLast: true } : {}),
             };
             first = false;
-            if (!call.write(chunk)) await new Promise((r) => call.once('drain', r));
+            if (!call.write(chunk)) await drained();
           };
           try {
             // Each chunk is held until the next is read, so that the last goes marked.
             let held: SnapshotChunk | null = null;
             for await (const c of chunks) {
+              if (ended) break; // closes the read of the store
               if (held) await send(held, false);
               held = c;
             }
+            if (ended) return;
             if (held) await send(held, true);
-            call.end();
+            if (!ended) call.end();
           } catch (err) {
             call.cancel();
             reject(err as Error);
