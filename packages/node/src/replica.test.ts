@@ -277,6 +277,57 @@ t.test('a store received while one Raft took waits to be swapped in is refused; 
   t.equal(behind.events.filter((e) => e.event === 'snapshot_not_taken').length, 2, 'a later one is received (and dropped the same way)');
 });
 
+t.test('a transfer from a primary of a later term takes the place of a stalled one from an earlier term', async (t) => {
+  const { all, down, lose, until } = await openMembers(t, 'later-term-test');
+  await until('a primary', () => all.some((m) => m.replica.isLeader()));
+  const leader = all.find((m) => m.replica.isLeader())!;
+  const behind = all.find((m) => m !== leader)!;
+  const entries = partyWriter(leader);
+
+  // As above: the member falls behind a compaction, and the test hands it the stores.
+  down.add(behind.id);
+  await entries(40);
+  await until('a compaction', () => leader.events.some((e) => e.event === 'log_compacted'));
+  const snaps: Message[] = [];
+  lose.when = (m) => {
+    if (m.type === 'snap' && m.to === behind.id) snaps.push(m);
+    return snaps.length > 0 && (m.to === behind.id || m.from === behind.id);
+  };
+  down.delete(behind.id);
+  await until('a snapshot for the member', () => snaps.length > 0);
+  const m = snaps[0]!;
+  const index = m.snapshot!.meta.index;
+
+  // The first transfer stalls after its first chunk, as a paused sender's does.
+  const first = await leader.replica.openSnapshot();
+  let release: (() => void) | null = null;
+  const stalled = (async function* () {
+    let sent = 0;
+    for await (const c of first.chunks) {
+      yield c;
+      if (++sent === 1) await new Promise<void>((r) => (release = r));
+    }
+  })();
+  const earlier = behind.replica.installSnapshot(m, first.position, stalled);
+  earlier.catch(() => undefined);
+  await until('the first transfer stalls', () => release !== null);
+  t.teardown(() => release?.());
+
+  // Another from the same term is refused, as before.
+  const same = await leader.replica.openSnapshot();
+  await t.rejects(behind.replica.installSnapshot(m, same.position, same.chunks), { message: /a store is being received already/ });
+  for await (const _ of same.chunks); // closes the primary's read snapshot
+
+  // One from a later term (a new primary's) takes the stalled one's place, and is installed.
+  const later: Message = { ...m, term: m.term + 1 };
+  const second = await leader.replica.openSnapshot();
+  await behind.replica.installSnapshot(later, second.position, second.chunks);
+  await t.rejects(earlier, { message: new RegExp(`a transfer from ${m.from} in term ${m.term + 1} takes the place of this one, from term ${m.term}`) });
+  await until('the later store is installed', () => behind.events.some((e) => e.event === 'snapshot_installed' && e.index === index));
+  t.equal(behind.replica.store.position.applied, second.position.applied, 'at the position it was sent at');
+  t.equal(behind.replica.status().term, m.term + 1, "and the member follows the later term's primary");
+});
+
 t.test('a forward answered after the follower applied its entry is answered from the result it kept; a primary keeps none', async (t) => {
   const { all, until } = await openMembers(t, 'late-forward-test', { forwardAnswersLate: true });
   const party = (id: string): Operation => ({ type: 'AddParty', v: 1, by: { name: 'ops', roles: ['operator'] }, id });

@@ -205,6 +205,8 @@ export class Replica {
   private forwarding = 0;
   /** a received store waiting for Raft to accept the snapshot it belongs to. */
   private received: { name: string; index: number } | null = null;
+  /** the store transfer being received: the term of its message, how to give it up, and when it has ended. */
+  private receiving: { term: number; abandon: (why: string) => void; ended: Promise<void> } | null = null;
   /** the term the waiters were registered in; a new term rejects the older ones. */
   private term = 0;
   /** the applied index whose batch has landed in the store (the journal holds it). Invariant: landedIndex <= applied. */
@@ -607,11 +609,35 @@ export class Replica {
     // A store Raft took waits for the pump to swap it in: a second one received meanwhile
     // (from a primary that replaced the sender) would leave Raft handing out a snapshot
     // whose store is gone. The sender tries again once this one is in.
-    if (this.received !== null) throw new Error(`the store received for the snapshot at ${this.received.index} is not installed yet: this transfer is refused, and the sender tries again later`);
-    // The configuration is recorded with the index the received store is at: a store
-    // found ahead of the log at a start is one installed just before a stop only if it is
-    // still at that index (reconcile).
-    const name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, chunks, { [CONF_RECORD]: JSON.stringify({ ...meta.conf, received_at: position.applied }) });
+    const notInstalled = () => {
+      if (this.received !== null) throw new Error(`the store received for the snapshot at ${this.received.index} is not installed yet: this transfer is refused, and the sender tries again later`);
+    };
+    notInstalled();
+    // One store is received at a time. A transfer from a primary of a later term takes
+    // the place of one from an earlier term: Raft would not take the earlier snapshot once
+    // it hears the later term, and its sender, stalled without its connection closing (a
+    // paused process, a hung host), would hold this member for snapshot_timeout_ms while
+    // the new primary, which may need this member for a quorum, is refused.
+    const current = this.receiving;
+    if (current !== null && m.term > current.term) {
+      current.abandon(`a transfer from ${m.from} in term ${m.term} takes the place of this one, from term ${current.term}`);
+      await current.ended;
+      notInstalled(); // the earlier one may have ended whole, and been taken
+    }
+    if (this.receiving !== null) throw new Error('a store is being received already: this transfer is refused, and the sender tries again later');
+    const abort = new AbortController();
+    let ended: () => void = () => undefined;
+    this.receiving = { term: m.term, abandon: (why) => abort.abort(new Error(why)), ended: new Promise<void>((r) => (ended = r)) };
+    let name: string;
+    try {
+      // The configuration is recorded with the index the received store is at: a store
+      // found ahead of the log at a start is one installed just before a stop only if it is
+      // still at that index (reconcile).
+      name = await this.store.receiveSnapshot({ stateHash: position.stateHash, applied: position.applied }, abandonable(chunks, abort.signal), { [CONF_RECORD]: JSON.stringify({ ...meta.conf, received_at: position.applied }) });
+    } finally {
+      this.receiving = null;
+      ended();
+    }
     this.step(m);
     // Raft takes the snapshot only from its current leader, and only past its commit.
     if (this.raft.pendingSnapshotIndex() === meta.index) {
@@ -1246,6 +1272,33 @@ export class Replica {
  * The Raft log: the write-ahead log under `<data_dir>/wal`, or, for a data directory
  * made by a release before it, the LevelDB log under `<data_dir>/raft`, kept as it is.
  */
+/**
+ * `chunks` until `signal` aborts; then reading fails at once with the abort's reason,
+ * even while the source waits for a chunk (a stalled sender). The source is asked to
+ * close but not waited for: a stalled one answers only when its stream ends.
+ */
+async function* abandonable<T>(chunks: AsyncIterable<T>, signal: AbortSignal): AsyncGenerator<T> {
+  const it = chunks[Symbol.asyncIterator]();
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason as Error);
+    signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+  });
+  aborted.catch(() => undefined);
+  let done = false;
+  try {
+    for (;;) {
+      const next = await Promise.race([it.next(), aborted]);
+      if (next.done) {
+        done = true;
+        return;
+      }
+      yield next.value;
+    }
+  } finally {
+    if (!done) it.return?.().catch(() => undefined);
+  }
+}
+
 async function openLog(dataDir: string, segmentBytes: number): Promise<LogStore> {
   const legacy = join(dataDir, 'raft');
   if (existsSync(join(legacy, 'CURRENT'))) return LevelLogStore.open(legacy);
