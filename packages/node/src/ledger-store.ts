@@ -449,7 +449,6 @@ export class LedgerStore {
   private async receiveOne(expected: { stateHash: string; applied: number }, chunks: AsyncIterable<SnapshotChunk>, extra: Record<string, string>): Promise<string> {
     const name = await nextStoreName(this.dir, this.current);
     const path = join(this.dir, name);
-    await rm(path, { recursive: true, force: true });
     const db = new ThreadedLevel(path, levelOptions(this.tuning));
     try {
       await db.open();

@@ -183,6 +183,31 @@ function partyWriter(leader: Member): (n: number) => Promise<void> {
   };
 }
 
+/**
+ * A member fallen behind a compaction: the snapshot message the primary then sends it
+ * is kept (`m`), and from then on the member hears nothing, so that the test hands it
+ * the stores itself.
+ */
+async function memberBehind(t: Test, clusterId: string) {
+  const { all, down, lose, until } = await openMembers(t, clusterId);
+  await until('a primary', () => all.some((m) => m.replica.isLeader()));
+  const leader = all.find((m) => m.replica.isLeader())!;
+  const behind = all.find((m) => m !== leader)!;
+  const entries = partyWriter(leader);
+  down.add(behind.id);
+  await entries(40);
+  await until('a compaction', () => leader.events.some((e) => e.event === 'log_compacted'));
+  const snaps: Message[] = [];
+  lose.when = (m) => {
+    if (m.type === 'snap' && m.to === behind.id) snaps.push(m);
+    return snaps.length > 0 && (m.to === behind.id || m.from === behind.id);
+  };
+  down.delete(behind.id);
+  await until('a snapshot for the member', () => snaps.length > 0);
+  const m = snaps[0]!;
+  return { leader, behind, entries, until, m, index: m.snapshot!.meta.index };
+}
+
 t.test('a compaction whose store sync ends after a member began installing is held', async (t) => {
   const { all, down, noSnapshots, until } = await openMembers(t, 'hold-test');
   await until('a primary', () => all.some((m) => m.replica.isLeader()));
@@ -229,27 +254,8 @@ t.test('a compaction whose store sync ends after a member began installing is he
 });
 
 t.test('a store received while one Raft took waits to be swapped in is refused; one Raft does not take is dropped', async (t) => {
-  const { all, down, lose, until } = await openMembers(t, 'receive-test');
-  await until('a primary', () => all.some((m) => m.replica.isLeader()));
-  const leader = all.find((m) => m.replica.isLeader())!;
-  const behind = all.find((m) => m !== leader)!;
-  const entries = partyWriter(leader);
+  const { leader, behind, entries, until, m, index } = await memberBehind(t, 'receive-test');
   const stores = () => readdirSync(join(behind.dir, 'ledger')).filter((n) => n.startsWith('store-')).sort();
-
-  // The member falls behind a compaction; the snapshot the primary then sends it is kept
-  // here, and from then on the member hears nothing: the test hands it the stores itself.
-  down.add(behind.id);
-  await entries(40);
-  await until('a compaction', () => leader.events.some((e) => e.event === 'log_compacted'));
-  const snaps: Message[] = [];
-  lose.when = (m) => {
-    if (m.type === 'snap' && m.to === behind.id) snaps.push(m);
-    return snaps.length > 0 && (m.to === behind.id || m.from === behind.id);
-  };
-  down.delete(behind.id);
-  await until('a snapshot for the member', () => snaps.length > 0);
-  const m = snaps[0]!;
-  const index = m.snapshot!.meta.index;
 
   const first = await leader.replica.openSnapshot();
   const second = await leader.replica.openSnapshot();
@@ -278,25 +284,7 @@ t.test('a store received while one Raft took waits to be swapped in is refused; 
 });
 
 t.test('a transfer from a primary of a later term takes the place of a stalled one from an earlier term', async (t) => {
-  const { all, down, lose, until } = await openMembers(t, 'later-term-test');
-  await until('a primary', () => all.some((m) => m.replica.isLeader()));
-  const leader = all.find((m) => m.replica.isLeader())!;
-  const behind = all.find((m) => m !== leader)!;
-  const entries = partyWriter(leader);
-
-  // As above: the member falls behind a compaction, and the test hands it the stores.
-  down.add(behind.id);
-  await entries(40);
-  await until('a compaction', () => leader.events.some((e) => e.event === 'log_compacted'));
-  const snaps: Message[] = [];
-  lose.when = (m) => {
-    if (m.type === 'snap' && m.to === behind.id) snaps.push(m);
-    return snaps.length > 0 && (m.to === behind.id || m.from === behind.id);
-  };
-  down.delete(behind.id);
-  await until('a snapshot for the member', () => snaps.length > 0);
-  const m = snaps[0]!;
-  const index = m.snapshot!.meta.index;
+  const { leader, behind, until, m, index } = await memberBehind(t, 'later-term-test');
 
   // The first transfer stalls after its first chunk, as a paused sender's does.
   const first = await leader.replica.openSnapshot();
