@@ -1,6 +1,7 @@
 // Proves the per-agent token bucket: a burst is allowed at once, then the sustained
 // rate; a refusal says how many whole seconds to wait; keys do not share tokens; and
 // the buckets stay within their bound, dropping full ones before active ones.
+import fc from 'fast-check';
 import t from 'tap';
 import { RateLimiter } from './rate-limit.js';
 
@@ -69,6 +70,77 @@ t.test('the buckets are bounded: full ones go first, then the least recently use
   l.take('e');
   l.take('f');
   t.ok(l.size <= 3, `never more than keysMax buckets (${l.size})`);
+});
+
+t.test('with every bucket in use, a new agent takes one bucket\'s place without a walk over them all', async (t) => {
+  // A token comes back every 100 s: no bucket is full again within the 5 s stepped.
+  const { l, step } = limiter({ keysMax: 1000, burst: 20, ratePerSecond: 0.01 });
+  for (let i = 0; i < 1000; i++) l.take(`a${i}`);
+  t.equal(l.walks, 0, 'no walk while the map had room');
+  let refused = 0;
+  for (let i = 0; i < 5000; i++) {
+    step(1);
+    if (l.take(`b${i}`) !== 0) refused++;
+  }
+  t.equal(refused, 0, 'each new agent had its burst');
+  t.equal(l.size, 1000, 'the least recently used bucket made room each time');
+  t.equal(l.walks, 0, '5,000 new agents into a full map of active buckets, no walk');
+  step(100_000);
+  l.take('c');
+  t.equal(l.walks, 1, 'once a bucket may be full, a new agent walks the map');
+  t.equal(l.size, 1, 'and drops every full bucket');
+});
+
+/**
+ * The limiter as first written: every new agent into a full map walks all buckets. The
+ * bound on the walks must not change a single answer.
+ */
+class WalkEveryTime {
+  readonly buckets = new Map<string, { tokens: number; at: number }>();
+  constructor(readonly rate: number, readonly burst: number, readonly keysMax: number) {}
+  level(b: { tokens: number; at: number }, now: number): number {
+    return Math.min(this.burst, b.tokens + (Math.max(0, now - b.at) * this.rate) / 1000);
+  }
+  take(key: string, now: number): number {
+    let b = this.buckets.get(key);
+    if (b === undefined) {
+      if (this.buckets.size >= this.keysMax) {
+        for (const [k, v] of this.buckets) if (this.level(v, now) >= this.burst) this.buckets.delete(k);
+        if (this.buckets.size >= this.keysMax) this.buckets.delete(this.buckets.keys().next().value!);
+      }
+      b = { tokens: this.burst, at: now };
+    } else {
+      this.buckets.delete(key);
+      b.tokens = this.level(b, now);
+      b.at = now;
+    }
+    this.buckets.set(key, b);
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return Math.max(1, Math.ceil((1 - b.tokens) / this.rate));
+  }
+}
+
+t.test('every answer and every bucket kept is the one a walk on every new agent gives', async (t) => {
+  const op = fc.record({ key: fc.integer({ min: 0, max: 11 }), stepMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 400 })) });
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 6 }), fc.array(op, { maxLength: 300 }), (keysMax, burst, rate, ops) => {
+      const { l, step } = limiter({ keysMax, burst, ratePerSecond: rate });
+      const ref = new WalkEveryTime(rate, burst, keysMax);
+      let now = 0;
+      for (const o of ops) {
+        step(o.stepMs);
+        now += o.stepMs;
+        const key = `k${o.key}`;
+        if (l.take(key) !== ref.take(key, now) || l.size !== ref.buckets.size) return false;
+      }
+      return true;
+    }),
+    { seed: 4242, numRuns: 500 },
+  );
+  t.pass('500 random runs agreed');
 });
 
 t.test('nonsense limits are refused', async (t) => {

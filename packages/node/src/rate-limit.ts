@@ -8,6 +8,12 @@
  * first; if none is, the bucket touched least recently goes (its agent then starts
  * again with a full burst, which errs on the side of the agent, never against it).
  * The clock is injected, so the tests step it.
+ *
+ * Finding the full buckets is a walk over all of them, so it is done only when one may
+ * be full: `fullAtMin` is no later than the moment any bucket kept fills again. Every
+ * take lowers it to its own bucket's moment if that is earlier, and a walk sets it to
+ * the earliest moment of the buckets it keeps. With as many agents as `keysMax`, each
+ * sending within a refill time, a new agent costs one map operation, not a walk.
  */
 export interface RateLimitOptions {
   /** ratePerSecond is the sustained rate one key may reach. */
@@ -34,6 +40,10 @@ interface Bucket {
 
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
+  /** fullAtMin is a moment no later than the one at which any bucket kept is full again. Invariant: fullAtMin <= fullAt(b) for every bucket b. */
+  private fullAtMin = Infinity;
+  /** walks counts the walks over every bucket made to find the full ones. */
+  walks = 0;
 
   constructor(readonly o: RateLimitOptions) {
     if (!(o.ratePerSecond > 0) || !(o.burst >= 1) || !(o.keysMax >= 1) || !(o.refusalDelayMs >= 0)) throw new RangeError('rate limit: rate > 0, burst >= 1, keysMax >= 1 and refusalDelayMs >= 0');
@@ -52,11 +62,10 @@ export class RateLimiter {
       b.at = now;
     }
     this.buckets.set(key, b);
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      return 0;
-    }
-    return Math.max(1, Math.ceil((1 - b.tokens) / this.o.ratePerSecond));
+    const wait = b.tokens >= 1 ? 0 : Math.max(1, Math.ceil((1 - b.tokens) / this.o.ratePerSecond));
+    if (wait === 0) b.tokens -= 1;
+    this.fullAtMin = Math.min(this.fullAtMin, this.fullAt(b));
+    return wait;
   }
 
   /** The seconds `key` must wait for a token, without taking one: 0 when one is there (or the key is unknown). */
@@ -75,10 +84,27 @@ export class RateLimiter {
     return Math.min(this.o.burst, b.tokens + (Math.max(0, now - b.at) * this.o.ratePerSecond) / 1000);
   }
 
+  /** The moment, in the clock's milliseconds, from which `b` is full (untouched meanwhile). */
+  private fullAt(b: Bucket): number {
+    return b.at + ((this.o.burst - b.tokens) * 1000) / this.o.ratePerSecond;
+  }
+
   /** Frees a place for a new bucket when the map is full: full buckets first, else the least recently used. */
   private makeRoom(now: number): void {
     if (this.buckets.size < this.o.keysMax) return;
-    for (const [k, b] of this.buckets) if (this.level(b, now) >= this.o.burst) this.buckets.delete(k);
+    if (now >= this.fullAtMin) this.dropFull(now);
     if (this.buckets.size >= this.o.keysMax) this.buckets.delete(this.buckets.keys().next().value!);
+  }
+
+  /** Drops every full bucket and sets `fullAtMin` to the earliest moment one kept fills. */
+  private dropFull(now: number): void {
+    let fullAtMin = Infinity;
+    for (const [k, b] of this.buckets) {
+      const at = this.fullAt(b);
+      if (at <= now) this.buckets.delete(k);
+      else fullAtMin = Math.min(fullAtMin, at);
+    }
+    this.fullAtMin = fullAtMin;
+    this.walks++;
   }
 }
