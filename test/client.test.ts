@@ -2,14 +2,15 @@
 // the specification's Errors rule 3 stops at three attempts and resolves a stale
 // pin; a 503 is retried with the same transaction id without posting twice, and
 // read back when every retry fails; a 421 is followed to the primary across the
-// configured addresses only; 128-bit values above 2^64 round-trip as bigint; the
+// configured addresses only, and a 422 gateway_error (certainly not recorded, that
+// replica cannot take it) to the next of them; 128-bit values above 2^64 round-trip as bigint; the
 // usage read without an attestation, and an intent whose agent cannot be known,
 // send no request (the node's own request counter says so); every error code has
 // its class; every admin route answers.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import {
-  AdminClient, AgentClient, ApiError, CommitUnavailableError, ERROR_CLASSES, ERROR_CODES, NoAttestationError, NotPrimaryError,
+  AdminClient, AgentClient, ApiError, CommitUnavailableError, ERROR_CLASSES, ERROR_CODES, GatewayErrorError, NoAttestationError, NotPrimaryError,
   PIN_ATTEMPTS_MAX, StalePolicyError, SubstrateRejectedError, TransportError, UnknownTransactionError, UnreadableAttestationError, attestationSubject, parseJson,
 } from '@apl/client';
 import { ExportVerifier } from '@apl/core';
@@ -240,6 +241,38 @@ t.test('a 421 naming no primary moves to the next configured address; an unconfi
   t.type(err, NotPrimaryError);
   t.equal((err as NotPrimaryError).body.primary_client_addr, n.node.agentUrl);
   t.equal(await recorded('txn_421_lone'), 0, 'the unconfigured address was not followed');
+});
+
+t.test('a 422 gateway_error (a removed or stopping member) moves to the next address, used from then on; other refusals are the caller\'s', async (t) => {
+  const removed = { error: 'gateway_error', message: 'This member was removed from the cluster; nothing was recorded. Send to another replica.' };
+  const gone = await proxy(startProxy(null, async () => errorReply(422, removed)));
+  const c = agentClient({ url: [gone.url, n.node.agentUrl] });
+  const r = await c.submitIntent({ ...purchase(), transaction: 'txn_422_moved' });
+  t.equal(r.outcome.verdict, 'Permitted', 'the intent went to the next replica');
+  t.equal(gone.seen.length, 1, 'the removed member was asked once');
+  t.equal(c.transport.url, n.node.agentUrl.replace(/\/$/, ''), 'the replica that answered is used first from then on');
+  await c.getTransaction('txn_422_moved');
+  t.equal(gone.seen.length, 1, 'the next request went there directly');
+  t.equal(await recorded('txn_422_moved'), 1);
+
+  const other = await proxy(startProxy(null, async () => errorReply(422, removed)));
+  const everywhere = agentClient({ url: [gone.url, other.url] });
+  const err = await everywhere.getTransaction('txn_422_moved').catch((e: unknown) => e);
+  t.type(err, GatewayErrorError, 'when every address refuses so, the last refusal is the caller\'s');
+  t.equal(other.seen.length, 1);
+
+  const closed = await proxy(startProxy(null, async () => errorReply(500, { error: 'internal_error', message: 'x' })));
+  const closedUrl = closed.url;
+  await closed.close();
+  const thenNothing = agentClient({ url: [gone.url, closedUrl] });
+  const refused = await thenNothing.getTransaction('txn_422_moved').catch((e: unknown) => e);
+  t.type(refused, GatewayErrorError, 'an address that refuses the connection after it does not hide the refusal');
+
+  const verdict = await proxy(startProxy(null, async () => errorReply(422, { error: 'substrate_rejected', message: 'the books would not balance', kind: 'Unbalanced' })));
+  const judged = agentClient({ url: [verdict.url, n.node.agentUrl] });
+  const rejected = await judged.submitIntent({ ...purchase(), transaction: 'txn_422_judged' }).catch((e: unknown) => e);
+  t.type(rejected, SubstrateRejectedError, 'a judgement is not sent elsewhere');
+  t.equal(await recorded('txn_422_judged'), 0);
 });
 
 t.test('a refused connection moves to the next address; TLS without the CA is a transport error', async (t) => {

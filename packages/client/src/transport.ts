@@ -12,7 +12,11 @@
  * (nothing was sent) is passed over for the next untried address in the same way,
  * and so is one that gives no answer in time (or cuts it off) to a request that may
  * be sent twice: a read, or a write marked `idempotent` (an intent, whose transaction
- * id makes a second send a replay).
+ * id makes a second send a replay). So is a replica that answers 422 `gateway_error`:
+ * the request is certainly not in the log, and the replica cannot take it (it was
+ * removed from the cluster, is stopping, cannot write, or its primary's queue is
+ * full), so another may; when every address has answered so, the last answer is the
+ * caller's.
  */
 import { Agent, request } from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
@@ -65,6 +69,19 @@ const NO_ANSWER = new Set(['ETIMEDOUT', 'ECONNRESET', 'EPIPE']);
 
 const TIMEOUT_MS_DEFAULT = 30_000;
 
+/**
+ * Whether an answer says the request is certainly not in the log and this replica
+ * cannot take it: 422 `gateway_error`.
+ */
+function isUntaken(answer: Answer): boolean {
+  if (answer.status !== 422) return false;
+  try {
+    return (parseJson(answer.text) as { error?: unknown }).error === 'gateway_error';
+  } catch {
+    return false;
+  }
+}
+
 /** A base URL without a trailing slash; throws on anything but https. */
 function baseUrl(u: string): string {
   const url = new URL(u);
@@ -93,9 +110,11 @@ export class Transport {
     return this.urls[this.current]!;
   }
 
-  /** Sends a request and reads the whole answer, following 421 across the configured addresses. */
+  /** Sends a request and reads the whole answer, following 421 and 422 `gateway_error` across the configured addresses. */
   async send(method: string, path: string, out: Outgoing = {}): Promise<Answer> {
     const tried = new Set<number>();
+    // untaken is the last 422 `gateway_error`: the answer if no other address answers at all.
+    let untaken: Answer | null = null;
     let i = this.current;
     for (;;) {
       tried.add(i);
@@ -108,16 +127,21 @@ export class Transport {
         const untried = this.untried(tried);
         const code = (err as TransportError).code;
         const again = code === 'ECONNREFUSED' || (NO_ANSWER.has(code) && (out.idempotent === true || method === 'GET' || method === 'HEAD'));
-        if (!again || untried < 0) throw err;
-        i = untried;
+        if (again && untried >= 0) i = untried;
+        else if (untaken !== null) return untaken;
+        else throw err;
         continue;
       }
-      if (answer.status !== 421) {
-        this.current = i;
+      let next: number | null = null;
+      if (answer.status === 421) next = this.nextAfter421(answer, tried);
+      else if (isUntaken(answer)) {
+        untaken = answer;
+        next = this.untried(tried);
+      }
+      if (next === null || next < 0) {
+        if (answer.status !== 421) this.current = i;
         return answer;
       }
-      const next = this.nextAfter421(answer, tried);
-      if (next === null) return answer;
       i = next;
     }
   }
