@@ -16,6 +16,11 @@
 // else members.json, written at each start and before a stop): spares added
 // since come back, and a member removed from the cluster is never started again (by
 // name either: its data directory holds REMOVED, or the membership in force lists it).
+// A member counts as running when the pid kept for it (pids.json) is a process of the
+// node with its config and data directory: a pid another program took since (after a
+// crash of every member, or a reboot) is neither left alone nor stopped. A directory's
+// first start that fails part-way stops the members it did start, so that the next may
+// place the ports elsewhere.
 //
 // Options: --dir <path> (default .data/cluster) holds the certificates, the tokens,
 // each node's data, logs and the pid file; --port-offset <n> moves every port by n
@@ -144,8 +149,17 @@ async function start() {
   if (refused.length > 0) {
     for (const id of refused) console.error(`--- ${id}.log\n${readFileSync(join(dir, `${id}.log`), 'utf8').slice(logFrom[id]).split('\n').slice(-15).join('\n')}`);
     const left = started.filter((id) => !refused.includes(id));
+    if (!existsSync(portsFile)) {
+      // The directory's first start: nothing has placed its ports yet. The members that
+      // did start are stopped again, so that the next start may place them elsewhere
+      // (members left at these ports would look for the others here for ever).
+      await terminate(Object.fromEntries(left.map((id) => [id, pids[id]])));
+      writeFileSync(pidFile, `${JSON.stringify(alive, null, 2)}\n`);
+      fail(`${refused.join(', ')} did not start (the log above says why)${left.length > 0 ? `; ${left.join(', ')}, which did, ${left.length === 1 ? 'was' : 'were'} stopped again` : ''}. `
+        + `If a port is taken (a standalone node on 8443 and 9443?), stop what holds it, or place the cluster's ports elsewhere with --port-offset or --base-port`);
+    }
     fail(`${refused.join(', ')} did not start (the log above says why)${left.length > 0 ? `; ${left.join(', ')} started and still run` : ''}. `
-      + `npm run cluster:stop${dirArg()} stops what runs; if a port is taken (a standalone node on 8443 and 9443?), stop what holds it, or move the cluster's ports with --port-offset or --base-port`);
+      + `npm run cluster:stop${dirArg()} stops what runs; if a port is taken (a standalone node on 8443 and 9443?), stop what holds it: the cluster in ${dir} keeps the ports it first started with (${describe(ports)})`);
   }
   writeFileSync(startedFile, `${JSON.stringify([...new Set([...everStarted, ...started])].sort())}\n`);
   writeFileSync(portsFile, `${JSON.stringify(ports)}\n`);
@@ -278,28 +292,29 @@ async function stop() {
     return;
   }
   const all = JSON.parse(readFileSync(pidFile, 'utf8'));
-  const pids = named.length > 0 ? Object.fromEntries(Object.entries(all).filter(([id]) => named.includes(id))) : all;
+  const asked = named.length > 0 ? named : Object.keys(all);
+  const pids = Object.fromEntries(running(Object.fromEntries(Object.entries(all).filter(([id]) => asked.includes(id)))));
+  for (const id of asked) if (!(id in pids)) console.log(`${id} was not running${id in all ? ` (pid ${all[id]} is gone, or another program's)` : ''}`);
   // The membership as it stands, for the next start without names.
   ports = portLayout();
   const view = await currentMembers(Object.fromEntries(running(all)));
   if (view !== null) writeMembers(view);
-  for (const [id, pid] of Object.entries(pids)) {
-    try {
-      process.kill(pid, 'SIGTERM');
-    } catch {
-      console.log(`${id} (pid ${pid}) was not running`);
-    }
-  }
-  const deadline = Date.now() + 30_000;
-  while (running(pids).length > 0 && Date.now() < deadline) await sleep(100);
-  for (const [id] of running(pids)) {
-    console.log(`${id} did not stop in 30 s: killed`);
-    process.kill(pids[id], 'SIGKILL');
-  }
-  const left = Object.fromEntries(Object.entries(all).filter(([id]) => !(id in pids)));
+  for (const id of await terminate(pids)) console.log(`${id} did not stop in 30 s: killed`);
+  const left = Object.fromEntries(Object.entries(all).filter(([id]) => !asked.includes(id)));
   if (Object.keys(left).length === 0) rmSync(pidFile);
   else writeFileSync(pidFile, `${JSON.stringify(left, null, 2)}\n`);
-  console.log(`stopped ${Object.keys(pids).sort().join(', ')}; data kept in ${dir}`);
+  const stopped = Object.keys(pids).sort();
+  console.log(`${stopped.length === 0 ? 'no member was stopped' : `stopped ${stopped.join(', ')}`}; data kept in ${dir}`);
+}
+
+/** SIGTERM to the members of `pids` (pids by id) that run, then SIGKILL to those still running after 30 s; answers the ids killed so. */
+async function terminate(pids) {
+  for (const [, pid] of running(pids)) process.kill(pid, 'SIGTERM');
+  const deadline = Date.now() + 30_000;
+  while (running(pids).length > 0 && Date.now() < deadline) await sleep(100);
+  const killed = running(pids);
+  for (const [, pid] of killed) process.kill(pid, 'SIGKILL');
+  return killed.map(([id]) => id);
 }
 
 /** Waits until a started member logged that it listens (true) or exited (false). */
@@ -444,18 +459,27 @@ function moved(url, to) {
   return u.toString().replace(/\/$/, '');
 }
 
-/** The members whose process still runs (a zombie, killed but not yet reaped, does not). */
+/**
+ * The members whose process still runs (a zombie, killed but not yet reaped, does not).
+ * A pid is this directory's member only if its process runs the node with that member's
+ * config and data directory: after a crash of them all or a reboot, the pid file may
+ * name processes that ended, and their pids may since be another program's.
+ */
 function running(pids) {
-  return Object.entries(pids).filter(([, pid]) => {
+  return Object.entries(pids).filter(([id, pid]) => {
     try {
       process.kill(pid, 0);
     } catch {
       return false;
     }
+    if (!existsSync('/proc/self')) return true; // no /proc to ask (not Linux): the pid is taken at its word
     try {
-      return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+      if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] === 'Z') return false;
+      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      return args.includes(join(REPO, 'packages/node/dist/main.js')) && args.includes(join(REPO, 'deploy', `${id}.json`)) && env.includes(`APL_DATA_DIR=${join(dir, id)}`);
     } catch {
-      return true;
+      return false; // it ended meanwhile
     }
   });
 }

@@ -4,11 +4,12 @@
 // the config keeps its data, and publishes the ports the configs listen on and
 // advertise; the member lists agree. Then `npm run cluster` runs the same configs as
 // local processes (on free ports, in a scratch directory), a primary is elected, and
-// `npm run cluster:stop` stops them all. Every way to start a node passes
+// `npm run cluster:stop` stops them all; it signals only processes that are its
+// members, and a first start that fails part-way stops what it started. Every way to start a node passes
 // --v8-pool-size=0, and a node so started has one V8 helper fewer than the CPUs. And
 // an admin plane that requires client certificates refuses a caller without one.
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -164,6 +165,44 @@ t.test('npm run cluster --base-port puts every member\'s ports in one window; po
   execFileSync(process.execPath, [script, 'stop', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
 });
 
+t.test('cluster:stop signals only its own members: a pid file naming another program\'s process leaves it alone; a member not running is named', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-pids-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const script = join(REPO, 'scripts', 'cluster.mjs');
+  // After a crash of every member (or a reboot) the pid file may name a pid another program has since.
+  const other = spawn('sleep', ['600'], { stdio: 'ignore' });
+  t.teardown(() => other.kill('SIGKILL'));
+  writeFileSync(join(dir, 'pids.json'), JSON.stringify({ n1: other.pid }));
+  const stop = spawnSync(process.execPath, [script, 'stop', '--dir', dir], { encoding: 'utf8', env: scriptEnv(), timeout: 60_000 });
+  t.equal(stop.status, 0);
+  t.match(stop.stdout, `n1 was not running (pid ${other.pid} is gone, or another program's)`);
+  t.match(stop.stdout, /no member was stopped; data kept in /);
+  t.ok(alive(other.pid!), 'the other program was not signalled');
+  writeFileSync(join(dir, 'pids.json'), JSON.stringify({ n1: other.pid }));
+  const one = spawnSync(process.execPath, [script, 'stop', 'n5', '--dir', dir], { encoding: 'utf8', env: scriptEnv(), timeout: 60_000 });
+  t.equal(one.stdout, `n5 was not running\nno member was stopped; data kept in ${dir}\n`, 'a member named that never ran is said to be not running');
+});
+
+t.test('a first start that fails part-way stops the members that did start, so that the ports may be placed elsewhere', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-first-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const env = scriptEnv();
+  const base = await freeWindow(15);
+  // n1's agent port is taken by another program.
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(base, '127.0.0.1', resolve));
+  t.teardown(() => holder.close());
+  t.teardown(() => spawnSync(process.execPath, [script, 'stop', '--dir', dir], { env }));
+  const first = spawnSync(process.execPath, [script, 'start', '--dir', dir, '--base-port', String(base)], { encoding: 'utf8', env, timeout: 90_000 });
+  t.equal(first.status, 1);
+  t.match(first.stderr, /n1 did not start \(the log above says why\); n2, n3, which did, were stopped again\. If a port is taken .* place the cluster's ports elsewhere with --port-offset or --base-port/);
+  t.notOk(existsSync(join(dir, 'ports.json')), 'no layout is kept: the next start may ask for another');
+  const pids = JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>;
+  t.same(pids, {}, 'the pid file names no member');
+  for (const id of ['n2', 'n3']) t.notOk(readdirSync('/proc').some((p) => /^\d+$/.test(p) && procEnv(Number(p)).includes(`APL_DATA_DIR=${join(dir, id)}`)), `${id} no longer runs`);
+});
+
 t.test('npm run cluster follows the membership: a member added comes back with the others, one removed stays down', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-members-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -302,6 +341,15 @@ t.test('an admin plane that requires client certificates refuses a caller withou
 });
 
 /** Whether a process runs (a zombie, exited but not reaped by its new parent, does not). */
+/** The environment a process started with, as NUL-separated `NAME=value` entries; empty once it has ended. */
+function procEnv(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+  } catch {
+    return [];
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
