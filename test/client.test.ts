@@ -352,4 +352,17 @@ t.test('the admin client answers every admin route', async (t) => {
   await t.rejects(async () => {
     for await (const _ of noToken.exportLog()) t.fail('no line without a token');
   }, { code: 'unauthorized' });
+  // A removed member answers the export 422 gateway_error too: the next replica exports.
+  const removed = await proxy(startProxy(null, async () => errorReply(422, { error: 'gateway_error', message: 'This member was removed from the cluster; it serves nothing, its state is no longer kept current. Send to another replica.' })));
+  const past = new AdminClient({ url: [removed.url, n.node.adminUrl], ca, token: TOKENS.operator });
+  open.push(past);
+  let exported = 0;
+  for await (const line of past.exportLog()) if (line !== '') exported++;
+  t.ok(exported > 0, `the export came from the next replica (${exported} records)`);
+  t.equal(removed.seen.length, 1, "after one refusal");
+  const nowhere = new AdminClient({ url: [removed.url], ca, token: TOKENS.operator });
+  open.push(nowhere);
+  await t.rejects(async () => {
+    for await (const _ of nowhere.exportLog()) t.fail('no line from a removed member');
+  }, { code: 'gateway_error' }, 'with no other replica the refusal is thrown');
 });

@@ -3,6 +3,7 @@
  * given). Mutations go through the replicated log; a 421 from a replica that cannot
  * take them is followed across the configured addresses (transport.ts).
  */
+import type { IncomingMessage } from 'node:http';
 import { createInterface } from 'node:readline';
 import { call, errorOf, query, seg } from './call.js';
 import { TransportError } from './errors.js';
@@ -11,7 +12,7 @@ import type { components, operations } from './generated/admin-plane.js';
 import { INT128_PLANS } from './generated/contract.js';
 import { assertRuntime, type Plan } from './json.js';
 import { pageQuery, pages, type PageOptions } from './pages.js';
-import { Transport, type TransportOptions } from './transport.js';
+import { Transport, isUntaken, type TransportOptions } from './transport.js';
 
 type S = components['schemas'];
 /** The JSON body of an operation's answer with `status`. */
@@ -167,12 +168,7 @@ export class AdminClient {
    * entry_hash}` as canonical JSON text), never held whole.
    */
   async *exportLog(o: ExportOptions = {}): AsyncGenerator<string> {
-    const res = await this.transport.open('GET', '/admin/v1/log/export', { headers: { authorization: `Bearer ${this.token}`, accept: 'application/x-ndjson' } });
-    if (res.statusCode !== 200) {
-      const chunks: Buffer[] = [];
-      for await (const c of res) chunks.push(c as Buffer);
-      throw errorOf({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url: this.transport.url });
-    }
+    const res = await this.openExport();
     let bytes = 0;
     res.on('data', (c: Buffer) => {
       bytes += c.length;
@@ -188,6 +184,26 @@ export class AdminClient {
     } finally {
       lines.close();
       res.destroy();
+    }
+  }
+
+  /**
+   * The export's answer, once it is 200. A replica that answers 422 `gateway_error`
+   * (removed from the cluster, stopping: nothing of it is the caller's) is passed over
+   * for the next configured one, as the transport passes it over for a whole answer.
+   */
+  private async openExport(): Promise<IncomingMessage> {
+    const tried = new Set<string>();
+    let url: string | undefined;
+    for (;;) {
+      const res = await this.transport.open('GET', '/admin/v1/log/export', { headers: { authorization: `Bearer ${this.token}`, accept: 'application/x-ndjson' } }, url);
+      if (res.statusCode === 200) return res;
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      const answer = { status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url: url ?? this.transport.url };
+      tried.add(answer.url);
+      url = isUntaken(answer) ? this.transport.urls.find((u) => !tried.has(u)) : undefined;
+      if (url === undefined) throw errorOf(answer);
     }
   }
 

@@ -73,7 +73,7 @@ const TIMEOUT_MS_DEFAULT = 30_000;
  * Whether an answer says the request is certainly not in the log and this replica
  * cannot take it: 422 `gateway_error`.
  */
-function isUntaken(answer: Answer): boolean {
+export function isUntaken(answer: Answer): boolean {
   if (answer.status !== 422) return false;
   try {
     return (parseJson(answer.text) as { error?: unknown }).error === 'gateway_error';
