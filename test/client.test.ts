@@ -268,6 +268,14 @@ t.test('a 422 gateway_error (a removed or stopping member) moves to the next add
   const refused = await thenNothing.getTransaction('txn_422_moved').catch((e: unknown) => e);
   t.type(refused, GatewayErrorError, 'an address that refuses the connection after it does not hide the refusal');
 
+  // A write sent on to a replica that never answers may be recorded there: its time-out is the caller's, not the refusal before it.
+  const silent = await proxy(startProxy(null, () => new Promise(() => undefined)));
+  const admin = new AdminClient({ url: [gone.url, silent.url], ca, token: TOKENS.operator, timeoutMs: 300 });
+  open.push(admin);
+  const lost = await admin.addParty({ id: 'party_422_lost' }).catch((e: unknown) => e);
+  t.type(lost, TransportError, 'an admin write with no answer after a refusal throws the lost answer');
+  t.equal((lost as TransportError).code, 'ETIMEDOUT');
+
   const verdict = await proxy(startProxy(null, async () => errorReply(422, { error: 'substrate_rejected', message: 'the books would not balance', kind: 'Unbalanced' })));
   const judged = agentClient({ url: [verdict.url, n.node.agentUrl] });
   const rejected = await judged.submitIntent({ ...purchase(), transaction: 'txn_422_judged' }).catch((e: unknown) => e);

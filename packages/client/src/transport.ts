@@ -113,7 +113,7 @@ export class Transport {
   /** Sends a request and reads the whole answer, following 421 and 422 `gateway_error` across the configured addresses. */
   async send(method: string, path: string, out: Outgoing = {}): Promise<Answer> {
     const tried = new Set<number>();
-    // untaken is the last 422 `gateway_error`: the answer if no other address answers at all.
+    // untaken is the last 422 `gateway_error`: the answer if the addresses after it refuse the connection.
     let untaken: Answer | null = null;
     let i = this.current;
     for (;;) {
@@ -128,7 +128,9 @@ export class Transport {
         const code = (err as TransportError).code;
         const again = code === 'ECONNREFUSED' || (NO_ANSWER.has(code) && (out.idempotent === true || method === 'GET' || method === 'HEAD'));
         if (again && untried >= 0) i = untried;
-        else if (untaken !== null) return untaken;
+        // An earlier replica's refusal stands for this one only if nothing reached it:
+        // a request sent without an answer may have been recorded there.
+        else if (untaken !== null && code === 'ECONNREFUSED') return untaken;
         else throw err;
         continue;
       }
