@@ -28,6 +28,7 @@ const SPARES = ['n4', 'n5'];
 const compose = parse(readFileSync(join(REPO, 'docker-compose.yml'), 'utf8')) as { services: Record<string, { hostname?: string; ports?: string[]; volumes?: string[]; profiles?: string[] }> };
 const configs = Object.fromEntries([...IDS, ...SPARES].map((id) => [id, ConfigSchema.parse(JSON.parse(readFileSync(join(REPO, 'deploy', `${id}.json`), 'utf8')))]));
 const dockerfile = readFileSync(join(REPO, 'deploy', 'Dockerfile'), 'utf8');
+const SCRIPT = join(REPO, 'scripts', 'cluster.mjs');
 
 t.test('docker-compose.yml and deploy/ agree', async (t) => {
   t.same(Object.keys(compose.services).sort(), [...IDS, ...SPARES], 'one service per config');
@@ -96,15 +97,13 @@ function isFree(port: number): Promise<boolean> {
 }
 
 t.test('npm run cluster runs the configs as local processes; cluster:stop stops them', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-script-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = scratch(t, 'apl-cluster-script-');
   const offset = await freeOffset();
-  const script = join(REPO, 'scripts', 'cluster.mjs');
   const args = ['--dir', dir, '--port-offset', String(offset)];
-  t.teardown(() => spawnSync(process.execPath, [script, 'stop', ...args]));
+  t.teardown(() => spawnSync(process.execPath, [SCRIPT, 'stop', ...args]));
   // No command is start: `npm run cluster` is the script alone, so `npm run cluster -- start n4` reads as it is written.
   t.match(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).scripts.cluster, /node scripts\/cluster\.mjs$/);
-  const out = execFileSync(process.execPath, [script, ...args], { encoding: 'utf8', timeout: 60_000 });
+  const out = execFileSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(out, /a cluster of 3 members runs from .* \(started n1, n2, n3\); the primary is n[123]\./, 'it says who the primary is');
   for (const id of IDS) t.match(out, new RegExp(`${id}  agent https://localhost:${configs[id]!.agent_port + offset}`), `it prints ${id}'s addresses`);
   t.match(out, /admin tokens .*admin-tokens\.json/, 'and the admin tokens file');
@@ -112,14 +111,14 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   const pids = Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>);
   t.equal(pids.length, 3);
   for (const pid of pids) t.ok(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--v8-pool-size=0'), `process ${pid} runs with --v8-pool-size=0`);
-  const again = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const again = execFileSync(process.execPath, [SCRIPT, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(again, /\(n1, n2, n3 already running\)/, 'a second start leaves the running members alone');
   process.kill(pids[1]!, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
   // Without the option: the directory keeps the ports its cluster started with.
-  const back = execFileSync(process.execPath, [script, 'start', '--dir', dir], { encoding: 'utf8', timeout: 60_000 });
+  const back = execFileSync(process.execPath, [SCRIPT, 'start', '--dir', dir], { encoding: 'utf8', timeout: 60_000 });
   t.match(back, /\(started n2\); the primary is n[123]\./, 'after a kill, start brings back only the missing member, on its own ports');
-  const moved = spawnSync(process.execPath, [script, 'start', '--dir', dir, '--port-offset', String(offset + 1)], { encoding: 'utf8', timeout: 60_000 });
+  const moved = spawnSync(process.execPath, [SCRIPT, 'start', '--dir', dir, '--port-offset', String(offset + 1)], { encoding: 'utf8', timeout: 60_000 });
   t.equal(moved.status, 1, 'other ports for a cluster that runs are refused');
   t.match(moved.stderr, new RegExp(`was started with --port-offset ${offset}, not --port-offset ${offset + 1}`));
   // A member that ran before and lost its data is refused, not bootstrapped afresh.
@@ -127,74 +126,68 @@ t.test('npm run cluster runs the configs as local processes; cluster:stop stops 
   process.kill(n3, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
   rmSync(join(dir, 'n3'), { recursive: true, force: true });
-  const wiped = spawnSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const wiped = spawnSync(process.execPath, [SCRIPT, 'start', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.equal(wiped.status, 1, 'start fails when a member is refused');
   t.match(wiped.stderr, /n3 did not start/, 'and names it');
   t.match(wiped.stderr, /member n3 has an empty store, but its configuration says cluster "apl-dev-cluster" already runs/, 'with the reason from its log');
   // A spare starts on its own and says how to add it.
-  const spare = execFileSync(process.execPath, [script, 'start', 'n4', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const spare = execFileSync(process.execPath, [SCRIPT, 'start', 'n4', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(spare, /n4 runs from .* and waits to be added \(cluster_state join\)/);
   t.match(spare, new RegExp(`cluster add n4 127\\.0\\.0\\.1:${configs.n4!.peer_port + offset}`), 'with the command that adds it');
   pids.splice(0, pids.length, ...Object.values(JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>));
-  const stop = execFileSync(process.execPath, [script, 'stop', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const stop = execFileSync(process.execPath, [SCRIPT, 'stop', ...args], { encoding: 'utf8', timeout: 60_000 });
   t.match(stop, /stopped n1, n2, n4/, "every member that runs (n3 was refused)");
   for (const pid of pids) t.notOk(alive(pid), `process ${pid} is gone`);
 });
 
 t.test('npm run cluster --base-port puts every member\'s ports in one window; ports in the environment are refused', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-window-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const dir = scratch(t, 'apl-cluster-window-');
   const env = scriptEnv();
   const base = await freeWindow(15);
   const args = ['--dir', dir, '--base-port', String(base)];
-  const ignored = spawnSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', env: { ...env, APL_AGENT_PORT: '8443' }, timeout: 60_000 });
+  const ignored = spawnSync(process.execPath, [SCRIPT, 'start', ...args], { encoding: 'utf8', env: { ...env, APL_AGENT_PORT: '8443' }, timeout: 60_000 });
   t.equal(ignored.status, 1, 'a port in the environment would be one member\'s or all of theirs: refused, not ignored');
   t.match(ignored.stderr, /npm run cluster sets each member's address itself; unset APL_AGENT_PORT and use --base-port or --port-offset/);
-  const both = spawnSync(process.execPath, [script, 'start', ...args, '--port-offset', '5'], { encoding: 'utf8', env, timeout: 60_000 });
+  const both = spawnSync(process.execPath, [SCRIPT, 'start', ...args, '--port-offset', '5'], { encoding: 'utf8', env, timeout: 60_000 });
   t.equal(both.status, 1);
   t.match(both.stderr, /give one/);
-  t.teardown(() => spawnSync(process.execPath, [script, 'stop', '--dir', dir], { env }));
-  const out = execFileSync(process.execPath, [script, 'start', ...args], { encoding: 'utf8', env, timeout: 60_000 });
+  t.teardown(() => spawnSync(process.execPath, [SCRIPT, 'stop', '--dir', dir], { env }));
+  const out = execFileSync(process.execPath, [SCRIPT, 'start', ...args], { encoding: 'utf8', env, timeout: 60_000 });
   IDS.forEach((id, k) => {
     const at = base + 3 * k;
     t.match(out, new RegExp(`${id}  agent https://localhost:${at}   admin https://localhost:${at + 1}   peer 127\\.0\\.0\\.1:${at + 2}`), `${id} listens at ${at} to ${at + 2}`);
   });
-  const spare = execFileSync(process.execPath, [script, 'start', 'n4', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
+  const spare = execFileSync(process.execPath, [SCRIPT, 'start', 'n4', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
   t.match(spare, new RegExp(`cluster add n4 127\\.0\\.0\\.1:${base + 11} https://localhost:${base + 9} https://localhost:${base + 10}`), 'a spare started later takes its place in the window');
-  execFileSync(process.execPath, [script, 'stop', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
+  execFileSync(process.execPath, [SCRIPT, 'stop', '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
 });
 
 t.test('cluster:stop signals only its own members: a pid file naming another program\'s process leaves it alone; a member not running is named', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-pids-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const dir = scratch(t, 'apl-cluster-pids-');
   // After a crash of every member (or a reboot) the pid file may name a pid another program has since.
   const other = spawn('sleep', ['600'], { stdio: 'ignore' });
   t.teardown(() => other.kill('SIGKILL'));
   writeFileSync(join(dir, 'pids.json'), JSON.stringify({ n1: other.pid }));
-  const stop = spawnSync(process.execPath, [script, 'stop', '--dir', dir], { encoding: 'utf8', env: scriptEnv(), timeout: 60_000 });
+  const stop = spawnSync(process.execPath, [SCRIPT, 'stop', '--dir', dir], { encoding: 'utf8', env: scriptEnv(), timeout: 60_000 });
   t.equal(stop.status, 0);
   t.match(stop.stdout, `n1 was not running (pid ${other.pid} is gone, or another program's)`);
   t.match(stop.stdout, /no member was stopped; data kept in /);
   t.ok(alive(other.pid!), 'the other program was not signalled');
   writeFileSync(join(dir, 'pids.json'), JSON.stringify({ n1: other.pid }));
-  const one = spawnSync(process.execPath, [script, 'stop', 'n5', '--dir', dir], { encoding: 'utf8', env: scriptEnv(), timeout: 60_000 });
+  const one = spawnSync(process.execPath, [SCRIPT, 'stop', 'n5', '--dir', dir], { encoding: 'utf8', env: scriptEnv(), timeout: 60_000 });
   t.equal(one.stdout, `n5 was not running\nno member was stopped; data kept in ${dir}\n`, 'a member named that never ran is said to be not running');
 });
 
 t.test('a first start that fails part-way stops the members that did start, so that the ports may be placed elsewhere', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-first-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const dir = scratch(t, 'apl-cluster-first-');
   const env = scriptEnv();
   const base = await freeWindow(15);
   // n1's agent port is taken by another program.
   const holder = createServer();
   await new Promise<void>((resolve) => holder.listen(base, '127.0.0.1', resolve));
   t.teardown(() => holder.close());
-  t.teardown(() => spawnSync(process.execPath, [script, 'stop', '--dir', dir], { env }));
-  const first = spawnSync(process.execPath, [script, 'start', '--dir', dir, '--base-port', String(base)], { encoding: 'utf8', env, timeout: 90_000 });
+  t.teardown(() => spawnSync(process.execPath, [SCRIPT, 'stop', '--dir', dir], { env }));
+  const first = spawnSync(process.execPath, [SCRIPT, 'start', '--dir', dir, '--base-port', String(base)], { encoding: 'utf8', env, timeout: 90_000 });
   t.equal(first.status, 1);
   t.match(first.stderr, /n1 did not start \(the log above says why\); n2, n3, which did, were stopped again\. If a port is taken .* place the cluster's ports elsewhere with --port-offset or --base-port/);
   t.notOk(existsSync(join(dir, 'ports.json')), 'no layout is kept: the next start may ask for another');
@@ -204,12 +197,10 @@ t.test('a first start that fails part-way stops the members that did start, so t
 });
 
 t.test('npm run cluster follows the membership: a member added comes back with the others, one removed stays down', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'apl-cluster-members-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const script = join(REPO, 'scripts', 'cluster.mjs');
+  const dir = scratch(t, 'apl-cluster-members-');
   const env = scriptEnv();
   const base = await freeWindow(15);
-  const run = (...args: string[]) => spawnSync(process.execPath, [script, ...args, '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
+  const run = (...args: string[]) => spawnSync(process.execPath, [SCRIPT, ...args, '--dir', dir], { encoding: 'utf8', env, timeout: 60_000 });
   t.teardown(() => run('stop'));
   t.equal(run('--base-port', String(base)).status, 0);
   const spare = run('start', 'n4');
@@ -270,13 +261,20 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   const removed = run('start', 'n3');
   t.equal(removed.status, 1);
   t.match(removed.stderr, /n3 was removed from the cluster \(REMOVED in .*n3\) and is not started again/);
-  const help = spawnSync(process.execPath, [script, '--help'], { encoding: 'utf8' });
+  const help = spawnSync(process.execPath, [SCRIPT, '--help'], { encoding: 'utf8' });
   t.equal(help.status, 0);
   t.match(help.stdout, /npm run cluster -- start n4/);
-  const bad = spawnSync(process.execPath, [script, '--bogus'], { encoding: 'utf8' });
+  const bad = spawnSync(process.execPath, [SCRIPT, '--bogus'], { encoding: 'utf8' });
   t.equal(bad.status, 1);
   t.equal(bad.stderr, 'unknown option --bogus: the options are --dir, --port-offset, --base-port and --help; npm run cluster -- --help says more\n');
 });
+
+/** A scratch directory for one test's cluster, removed after it. */
+function scratch(t: { teardown(fn: () => void): unknown }, prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
 
 /** This process's environment without the variables npm run cluster refuses (it sets each member's address). */
 function scriptEnv(): NodeJS.ProcessEnv {

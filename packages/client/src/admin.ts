@@ -12,7 +12,7 @@ import type { components, operations } from './generated/admin-plane.js';
 import { INT128_PLANS } from './generated/contract.js';
 import { assertRuntime, type Plan } from './json.js';
 import { pageQuery, pages, type PageOptions } from './pages.js';
-import { Transport, isUntaken, type TransportOptions } from './transport.js';
+import { Transport, answerOf, isUntaken, type TransportOptions } from './transport.js';
 
 type S = components['schemas'];
 /** The JSON body of an operation's answer with `status`. */
@@ -198,9 +198,7 @@ export class AdminClient {
     for (;;) {
       const res = await this.transport.open('GET', '/admin/v1/log/export', { headers: { authorization: `Bearer ${this.token}`, accept: 'application/x-ndjson' } }, url);
       if (res.statusCode === 200) return res;
-      const chunks: Buffer[] = [];
-      for await (const c of res) chunks.push(c as Buffer);
-      const answer = { status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url: url ?? this.transport.url };
+      const answer = await answerOf(res, url ?? this.transport.url);
       tried.add(answer.url);
       url = isUntaken(answer) ? this.transport.urls.find((u) => !tried.has(u)) : undefined;
       if (url === undefined) throw errorOf(answer);

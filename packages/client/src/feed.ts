@@ -19,7 +19,7 @@ import { createInterface } from 'node:readline';
 import { errorOf } from './call.js';
 import { ApiError, UnexpectedResponseError } from './errors.js';
 import { parseJson } from './json.js';
-import type { Transport } from './transport.js';
+import { answerOf, type Transport } from './transport.js';
 
 /** A record of the feed: the export's `{entry_hash, index, op, result}`, and its line as sent. */
 export interface FeedRecord {
@@ -101,9 +101,7 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
 async function open(t: Transport, url: string, token: string, cursor: number, o: FeedOptions): Promise<IncomingMessage> {
   const res = await t.open('GET', feedPath(cursor, o), { headers: { authorization: `Bearer ${token}`, accept: 'application/x-ndjson' }, ...(o.signal ? { signal: o.signal } : {}) }, url);
   if (res.statusCode === 200) return res;
-  const chunks: Buffer[] = [];
-  for await (const c of res) chunks.push(c as Buffer);
-  throw errorOf({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url });
+  throw errorOf(await answerOf(res, url));
 }
 
 export async function* follow(t: Transport, token: string, o: FeedOptions = {}): AsyncGenerator<FeedRecord> {

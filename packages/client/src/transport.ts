@@ -82,6 +82,13 @@ export function isUntaken(answer: Answer): boolean {
   }
 }
 
+/** A streamed answer read whole (an error answer to the export or the feed), as `send` answers. */
+export async function answerOf(res: IncomingMessage, url: string): Promise<Answer> {
+  const chunks: Buffer[] = [];
+  for await (const c of res) chunks.push(c as Buffer);
+  return { status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), url };
+}
+
 /** A base URL without a trailing slash; throws on anything but https. */
 function baseUrl(u: string): string {
   const url = new URL(u);

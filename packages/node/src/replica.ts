@@ -1269,10 +1269,6 @@ export class Replica {
 }
 
 /**
- * The Raft log: the write-ahead log under `<data_dir>/wal`, or, for a data directory
- * made by a release before it, the LevelDB log under `<data_dir>/raft`, kept as it is.
- */
-/**
  * `chunks` until `signal` aborts; then reading fails at once with the abort's reason,
  * even while the source waits for a chunk (a stalled sender). The source is asked to
  * close but not waited for: a stalled one answers only when its stream ends.
@@ -1299,6 +1295,10 @@ async function* abandonable<T>(chunks: AsyncIterable<T>, signal: AbortSignal): A
   }
 }
 
+/**
+ * The Raft log: the write-ahead log under `<data_dir>/wal`, or, for a data directory
+ * made by a release before it, the LevelDB log under `<data_dir>/raft`, kept as it is.
+ */
 async function openLog(dataDir: string, segmentBytes: number): Promise<LogStore> {
   const legacy = join(dataDir, 'raft');
   if (existsSync(join(legacy, 'CURRENT'))) return LevelLogStore.open(legacy);
