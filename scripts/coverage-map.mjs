@@ -27,7 +27,8 @@ const UNCOVERED = new RegExp(
   '^(' +
     [
       'packages/raft/src/sim/(seeds-[a-z]|mutants)',
-      'test/system/(chaos|cli-cluster|cluster|cluster-deploy|cluster-duplicate|cluster-feed|cluster-membership|cluster-tls|crash|graceful-stop|membership-reuse)',
+      'test/system/(chaos|cluster|cluster-membership|crash)',
+      'test/process/(cli-cluster|cluster-deploy|cluster-duplicate|cluster-feed|cluster-tls|graceful-stop|membership-reuse)',
       'test/fuzz',
       'test/bench-[a-z]+',
       'test/script-args',

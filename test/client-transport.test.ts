@@ -19,8 +19,8 @@ import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AdminClient, AgentClient, CommitUnavailableError, TransportError, UnexpectedResponseError } from '@apl/client';
-import { EVIDENCE, testCerts } from '../support/node.js';
-import { errorReply, startProxy } from '../support/proxy.js';
+import { EVIDENCE, testCerts } from './support/node.js';
+import { errorReply, startProxy } from './support/proxy.js';
 
 const certs = testCerts();
 const ca = readFileSync(certs.ca);

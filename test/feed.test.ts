@@ -16,8 +16,8 @@ import { createInterface } from 'node:readline';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { parseJson } from '@apl/core';
-import { contract } from '../support/contract.js';
-import { AGENT_A, EVIDENCE, TOKENS, bootstrap, envelope, startTestNode, testCerts, type Response, type TestNode } from '../support/node.js';
+import { contract } from './support/contract.js';
+import { AGENT_A, EVIDENCE, TOKENS, bootstrap, envelope, startTestNode, testCerts, type Response, type TestNode } from './support/node.js';
 
 // The node runs in this process: a full collection before each reading of its heap
 // makes the figure what is retained, not what awaits collection.
