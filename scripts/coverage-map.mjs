@@ -13,9 +13,9 @@
 //   reject a duplicate member, serve the feed and run apl), for paths the in-process
 //   tests and the other process tests cover (and a process killed with SIGKILL
 //   records no coverage); their processes start without tap's module-recording hook
-//   too (scripts/test-loader.mjs), about 0.6 s a start. The cluster fault and
-//   overload tests keep theirs: the store stream, the held log and the listeners'
-//   timeouts are reached there;
+//   too (scripts/test-loader.mjs), about 0.6 s a start. The cluster fault,
+//   catch-up and overload tests keep theirs: the store stream, the held log and the
+//   listeners' timeouts are reached there;
 // - the fuzz test: ten thousand requests to an in-process node, whose error paths the
 //   planes' own tests reach one by one;
 // - the tests of the benchmarks and of the scripts' command lines (test/bench-*,

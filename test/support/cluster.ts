@@ -62,6 +62,51 @@ export async function adminRetried(c: Cluster, id: string, method: string, path:
   }
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until member `id` answers /readyz 200; throws, with its log, after `timeoutMs`. */
+export async function waitReady(c: Cluster, id: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await c.handle(id).agent.request('GET', '/readyz').catch(() => null))?.status !== 200) {
+    if (Date.now() > deadline) throw new Error(`${id} is not ready: ${c.process(id)?.output()}`);
+    await sleep(50);
+  }
+}
+
+/** Waits until member `id` has logged a line matching `pattern`; throws, with its log, after 10 s. */
+export async function waitLogged(c: Cluster, id: string, pattern: RegExp): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!pattern.test(c.process(id)!.output())) {
+    if (Date.now() > deadline) throw new Error(`${id} did not log ${pattern}: ${c.process(id)!.output()}`);
+    await sleep(50);
+  }
+}
+
+/** The first group of `pattern` in member `id`'s /metrics, as a number; 0 when it does not match. */
+export async function metricOf(c: Cluster, id: string, pattern: RegExp): Promise<number> {
+  const r = await c.handle(id).admin.request('GET', '/metrics', { token: TOKENS.operator });
+  const m = pattern.exec(r.text);
+  return m ? Number(m[1]) : 0;
+}
+
+export interface Digest {
+  applied_index: number;
+  state_hash: string;
+  digest: string;
+}
+
+/** The digests of the primary and of a member, once the member has applied what the primary had (within 5 s). */
+export async function caughtUp(c: Cluster, leader: string, member: string): Promise<{ a: Digest; b: Digest }> {
+  const digest = async (id: string) => (await c.handle(id).adm('operator', 'GET', '/admin/v1/log/digest')).body as Digest;
+  const a = await digest(leader);
+  let b = await digest(member);
+  for (let k = 0; b.applied_index < a.applied_index && k < 100; k++) {
+    await sleep(50);
+    b = await digest(member);
+  }
+  return { a, b };
+}
+
 /** The ports handed out by this process, never handed out twice. */
 const handedOut = new Set<number>();
 const PORT_RANGE = { low: 20_000, high: 32_767 };
