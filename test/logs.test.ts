@@ -4,10 +4,11 @@
 // and that the events docs/operations.md names are ones the node logs.
 import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:https';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger } from '@apl/node';
-import { AGENT_A, bootstrap, envelope, startTestNode, TOKENS } from './support/node.js';
+import { AGENT_A, bootstrap, envelope, startTestNode, testCerts, TOKENS } from './support/node.js';
 import { REPO } from './support/process.js';
 
 t.test('every request and state change is one JSON line, with no secret in any', async (t) => {
@@ -40,6 +41,33 @@ t.test('every request and state change is one JSON line, with no secret in any',
   t.match(records.find((r) => r.event === 'request' && r.status === 404 && r.plane === 'admin'), { route: 'unmatched' }, 'one for no route is unmatched');
   const text = lines.join('\n');
   for (const secret of [att, justification, ...Object.values(TOKENS)]) t.notOk(text.includes(secret), 'no secret is logged');
+});
+
+t.test('a feed its consumer leaves is logged and counted when its connection closes, and timed by status', async (t) => {
+  const lines: string[] = [];
+  const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done(); } });
+  const n = await startTestNode({}, undefined, createLogger('info', 'n1', sink));
+  t.teardown(() => n.close());
+  await bootstrap(n);
+  // The consumer reads the feed's first line, then goes: the answer never finishes.
+  await new Promise<void>((resolve, reject) => {
+    const req = request(`${n.node.adminUrl}/admin/v1/feed?from=0`, { ca: readFileSync(testCerts().ca), headers: { authorization: `Bearer ${TOKENS.operator}` } }, (res) => {
+      res.once('data', () => {
+        req.destroy();
+        resolve();
+      });
+    });
+    req.on('error', (err) => (req.destroyed ? undefined : reject(err)));
+    req.end();
+  });
+  const feedLine = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((r) => r.event === 'request' && r.route === '/admin/v1/feed');
+  for (let k = 0; k < 100 && feedLine() === undefined; k++) await new Promise((r) => setTimeout(r, 50));
+  t.match(feedLine(), { plane: 'admin', method: 'GET', status: 200, closed_early: true, ms: Number }, 'the feed is logged once its consumer has gone');
+  const text = (await n.admin.request('GET', '/metrics')).text;
+  const series = (name: string, ...labels: string[]) => text.split('\n').filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)));
+  t.match(series('apl_http_requests_total', 'route="/admin/v1/feed"', 'status="200"'), [/ 1$/], 'and counted');
+  t.match(series('apl_http_request_duration_seconds_count', 'route="/admin/v1/feed"', 'status="200"'), [/ 1$/], 'and timed, under its status');
+  t.ok(series('apl_http_request_duration_seconds_count', 'plane="admin"', 'status="201"').length > 0, 'the bootstrap\'s writes are timed under 201');
 });
 
 t.test('every log event operations.md names is one the node logs', async (t) => {

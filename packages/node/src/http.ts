@@ -279,18 +279,37 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
   return app;
 }
 
-/** Logs and counts every request once it is answered. */
+/**
+ * The status a request is logged and counted with when its connection closed before
+ * any answer was begun (the client gave up, or the connection was cut): nginx's
+ * "client closed request". Nothing is sent with it.
+ */
+export const CLOSED_BEFORE_ANSWER = 499;
+
+/**
+ * Logs and counts every request once, when it ends: when its answer was handed over
+ * whole (`finish`), or when its connection closed first (`close` alone: a feed its
+ * consumer left, an export cut off, an intent whose client gave up before the answer).
+ * Those are logged with `closed_early: true`, and with the status begun, or 499 when
+ * none was.
+ */
 function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): RequestHandler {
   return (req, res, next) => {
     const start = process.hrtime.bigint();
-    res.on('finish', () => {
+    const ended = () => {
+      res.off('finish', ended);
+      res.off('close', ended);
       const route = req.route?.path ? `${req.baseUrl}${req.route.path as string}` : routeOf(req) ?? 'unmatched';
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      metrics.httpRequests.inc({ plane, route, status: String(res.statusCode) });
-      metrics.httpDuration.observe({ plane, route }, seconds);
+      const early = !res.writableFinished;
+      const status = early && !res.headersSent ? CLOSED_BEFORE_ANSWER : res.statusCode;
+      metrics.httpRequests.inc({ plane, route, status: String(status) });
+      metrics.httpDuration.observe({ plane, route, status: String(status) }, seconds);
       const txn = res.locals.transaction as string | undefined;
-      log.info({ event: 'request', plane, method: req.method, route, status: res.statusCode, ms: Math.round(seconds * 1e4) / 10, ...(txn ? { transaction: txn } : {}), ...(res.locals.error ? { error: res.locals.error } : {}) }, 'request');
-    });
+      log.info({ event: 'request', plane, method: req.method, route, status, ms: Math.round(seconds * 1e4) / 10, ...(early ? { closed_early: true } : {}), ...(txn ? { transaction: txn } : {}), ...(res.locals.error ? { error: res.locals.error } : {}) }, 'request');
+    };
+    res.on('finish', ended);
+    res.on('close', ended);
     next();
   };
 }

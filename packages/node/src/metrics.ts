@@ -33,8 +33,8 @@ export function httpMetrics(registry: Registry) {
       labelNames: ['plane', 'route', 'status'] as const, registers: [registry],
     }),
     httpDuration: new Histogram({
-      name: 'apl_http_request_duration_seconds', help: 'Time to answer an HTTP request.',
-      labelNames: ['plane', 'route'] as const, buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      name: 'apl_http_request_duration_seconds', help: 'Time to answer an HTTP request, by plane, route and status.',
+      labelNames: ['plane', 'route', 'status'] as const, buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: [registry],
     }),
     httpRefused: new Counter({
