@@ -466,6 +466,28 @@ t.test('a stopping member takes no leadership: the primary stopping beside it gi
   t.same(followers.map((m) => handOvers(m).length), [0, 0], 'a follower has nothing to hand over');
 });
 
+t.test('a member is not ready from the moment it begins to stop; a transfer that leaves no primary is not reported done', async (t) => {
+  const { all, lose, until } = await openMembers(t, 'handover-nobody-test');
+  const primary = await primaryOf(all, until);
+  const [to, other] = all.filter((m) => m !== primary) as [Member, Member];
+  // `to` is the more up-to-date follower, so the primary picks it: `other`'s acknowledgements are lost a while.
+  lose.when = (m) => m.from === other.id && m.type === 'appResp';
+  for (let k = 0; k < 3; k++) await primary.replica.propose(party(`ahead-${k}`));
+  lose.when = () => false;
+  await until('every member applied them', () => all.every((m) => m.replica.ready() && m.replica.store.position.applied >= primary.replica.status().commit));
+  t.ok(other.replica.ready(), 'a follower is ready');
+  await other.replica.handOver();
+  t.notOk(other.replica.ready(), 'and not once it begins to stop, though it still runs');
+  // The transferee campaigns, and the primary steps down for its term, but no vote reaches it: nobody leads.
+  lose.when = (m) => m.type === 'voteResp';
+  const handing = primary.replica.handOver();
+  t.notOk(primary.replica.ready(), 'the primary is not ready while it hands over');
+  await handing;
+  t.equal(primary.replica.status().leader, null, 'no primary is known');
+  t.match(handOvers(primary), [{ to: to.id, done: false, leader: null }], 'the hand-over is not reported done');
+  t.match(handOvers(primary)[0]!.msg, /ended with no primary known/, 'and the log says so');
+});
+
 t.test('closing every member at once ends after an election timeout, not after the commit timeout', async (t) => {
   // The election timeout is 1 s here, and the hand-over waits at most two. The commit
   // timeout, which the hand-over used to wait out, is made a minute, so that the bound

@@ -389,14 +389,16 @@ export class Replica {
   }
 
   /**
-   * Whether the member serves: open, not failed, a member, a primary known, and the log
-   * applied, but for at most `readyLagEntriesMax` entries: a follower under load is
-   * always a few committed entries behind (the next batch on its way to the store), and
-   * answering 503 for that turned it away from its load balancer about every second probe.
+   * Whether the member serves: open and not stopping (from the moment it begins to
+   * stop, so that a load balancer drains it while it hands over), not failed, a member,
+   * a primary known, and the log applied, but for at most `readyLagEntriesMax` entries:
+   * a follower under load is always a few committed entries behind (the next batch on
+   * its way to the store), and answering 503 for that turned it away from its load
+   * balancer about every second probe.
    */
   ready(): boolean {
     const s = this.raft.status();
-    return !this.closed && this.failed === null && this.removed === null && isMember(s.conf, this.opts.id) &&
+    return !this.closed && this.handingOver === null && this.failed === null && this.removed === null && isMember(s.conf, this.opts.id) &&
       s.leader !== null && !this.catchingUp(s);
   }
 
@@ -807,7 +809,8 @@ export class Replica {
     if (!this.isLeader() || this.closed || this.failed) return;
     const to = this.bestTransferee();
     if (to === null) {
-      this.opts.log.info({ event: 'leadership_handed_over', to: null, done: false }, 'no other voter answered recently: stopping without a hand-over');
+      const alone = this.raft.status().conf.voters.every((id) => id === this.opts.id);
+      this.opts.log.info({ event: 'leadership_handed_over', to: null, done: false }, alone ? 'no other voter in the group: stopping' : 'no other voter answered recently: stopping without a hand-over');
       return;
     }
     const r = this.raft.transferLeadership(to);
@@ -817,10 +820,15 @@ export class Replica {
     }
     this.kick();
     await this.transferEnded();
-    const done = !this.isLeader();
+    // Handed over only if another member leads: a member that lost its leadership to an
+    // election nobody won (the transferee stopping too) knows no primary.
+    const leader = this.raft.status().leader;
+    const done = leader !== null && leader !== this.opts.id;
     this.opts.log.info(
-      { event: 'leadership_handed_over', to, done, leader: this.raft.status().leader },
-      done ? 'leadership handed over before stopping' : `leadership transfer to ${to} abandoned after an election timeout (it did not take over: stopping too, or unreachable); stopping without it`,
+      { event: 'leadership_handed_over', to, done, leader },
+      done ? 'leadership handed over before stopping'
+        : leader === null ? `leadership transfer to ${to} ended with no primary known after an election timeout (${to} stopping too, or unreachable); stopping without a hand-over`
+          : `leadership transfer to ${to} abandoned after an election timeout (it did not take over: stopping too, or unreachable); stopping without it`,
     );
   }
 
