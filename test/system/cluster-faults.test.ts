@@ -120,12 +120,18 @@ t.test('SIGTERM on the primary hands leadership over before the process exits', 
   const next = await c.leader(5_000);
   t.not(next, leader);
   t.ok(Date.now() - stopped < 3_000, `a new primary ${Date.now() - stopped} ms after SIGTERM`);
-  // The new primary says once that it cannot reach the member that stopped, and again when it is back.
+  // The new primary says once that it cannot reach the member that stopped, and again when it is back;
+  // so does the other follower, which has nothing to send it (it did not say so until the next election).
+  const third = c.members.map((m) => m.id).find((id) => id !== leader && id !== next)!;
   const said = (pattern: RegExp) => waitLogged(c, next, pattern);
   await said(new RegExp(`"event":"peer_unreachable","peer":"${leader}"`));
+  await waitLogged(c, third, new RegExp(`"event":"peer_unreachable","peer":"${leader}"`));
+  await sleep(3_000); // longer than the channels' reconnect backoff (2 s at most)
   await c.start(leader);
   await waitReady(c, leader);
   await said(new RegExp(`"event":"peer_reachable","peer":"${leader}"`));
+  await waitLogged(c, third, new RegExp(`"event":"peer_reachable","peer":"${leader}"`));
+  t.pass(`${third}, a follower, says ${leader} is reached again too`);
   // Counted up to the line saying it is reached again: a later outage (a stream the restarted member ends) is another one.
   const out = c.process(next)!.output();
   const outage = out.slice(0, out.indexOf(`"event":"peer_reachable","peer":"${leader}"`));

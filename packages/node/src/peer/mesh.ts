@@ -748,7 +748,13 @@ class Link {
     this.watchChannel(client.getChannel().getConnectivityState(false));
   }
 
-  /** Says in the log when a peer found unreachable is reached again (its channel is ready). */
+  /**
+   * Says in the log when a peer found unreachable is reached again (its channel is
+   * ready). While it is down the channel is kept trying, at its reconnect backoff (at
+   * most 2 s): a member that has nothing to send the peer (a follower, to a former
+   * primary back as a follower) would otherwise leave its channel idle, and say the
+   * peer was back only when it next sent to it, at the next election.
+   */
   private watchChannel(last: grpc.connectivityState): void {
     const channel = this.client.getChannel();
     channel.watchConnectivityState(last, Infinity, () => {
@@ -759,6 +765,7 @@ class Link {
         this.down = false;
         this.o.log.info({ event: 'peer_reachable', peer: this.member.id, peer_addr: this.member.peer_addr }, `member ${this.member.id} at ${this.member.peer_addr} is reached again`);
       }
+      if (now === grpc.connectivityState.IDLE && this.down) channel.getConnectivityState(true);
       this.watchChannel(now);
     });
   }
@@ -832,6 +839,7 @@ class Link {
           this.down = true;
           this.o.log.warn({ event: 'peer_unreachable', peer: this.member.id, peer_addr: this.member.peer_addr, err: err.details || err.message },
             `member ${this.member.id} at ${this.member.peer_addr} cannot be reached: ${err.details || err.message}`);
+          this.client.getChannel().getConnectivityState(true);
         }
         this.hooks.unreachable();
       }
