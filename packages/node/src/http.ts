@@ -284,7 +284,7 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
  * any answer was begun (the client gave up, or the connection was cut): nginx's
  * "client closed request". Nothing is sent with it.
  */
-export const CLOSED_BEFORE_ANSWER = 499;
+const CLOSED_BEFORE_ANSWER = 499;
 
 /**
  * Logs and counts every request once, when it ends: when its answer was handed over
