@@ -7,7 +7,7 @@ import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:https';
-import { connect } from 'node:tls';
+import { connect, type ConnectionOptions, type TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -83,6 +83,44 @@ t.test('a request Node.js cannot read, or one with an unsupported Expect, is ans
   t.match(await raw('GET / HTTP/1.1\r\nHost: localhost\r\nExpect: later\r\nContent-Length: 0\r\n\r\n'), /^HTTP\/1\.1 417 [^]*"error":"expectation_failed"/);
   t.match(await raw('GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'), /^HTTP\/1\.1 200 /, 'a request it can read reaches the plane');
   t.same(reasons, ['malformed_request', 'expectation_failed']);
+});
+
+t.test('a connection answered 408 or 400 is closed by the listener, whether or not its client closes its side', async (t) => {
+  const server = limitedServer(tls, { ...http, headers_timeout_ms: 500, request_timeout_ms: 1000, connections_max: 4 });
+  server.on('request', (_req, res) => res.end('ok'));
+  await listen(server, 0, '127.0.0.1', () => undefined);
+  t.teardown(() => closeListener(server, 100));
+  const port = (server.address() as AddressInfo).port;
+  const kept: TLSSocket[] = [];
+  t.teardown(() => kept.forEach((s) => s.destroy()));
+  /** Sends `text` and never ends its own side; resolves with the answer once the listener has ended the connection. */
+  const stubborn = (text: string) => new Promise<string>((resolve, reject) => {
+    // allowHalfOpen (a net.Socket option tls.connect passes on; its type leaves it out): this side stays open after the listener's end.
+    const s = connect({ host: '127.0.0.1', port, ca, servername: 'localhost', allowHalfOpen: true } as ConnectionOptions, () => s.write(text));
+    kept.push(s);
+    let answer = '';
+    s.on('data', (c: Buffer) => (answer += c.toString()));
+    s.on('end', () => resolve(answer));
+    s.on('error', reject);
+  });
+  const answers = await Promise.all([
+    stubborn('GET / HTTP/1.1\r\nHost: localhost\r\n'), // headers never finished
+    stubborn('NOT HTTP AT ALL\r\n\r\n'),
+    stubborn('GET / HTTP/1.1\r\nHost: localhost\r\n'),
+    stubborn('GET / HTTP/1.1\r\nHost: localhost\r\n'),
+  ]);
+  t.match(answers, [/^HTTP\/1\.1 408 /, /^HTTP\/1\.1 400 /, /^HTTP\/1\.1 408 /, /^HTTP\/1\.1 408 /], 'each was answered, and its connection ended');
+  const open = () => new Promise<number>((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+  for (let k = 0; k < 100 && (await open()) > 0; k++) await new Promise((r) => setTimeout(r, 100));
+  t.equal(await open(), 0, 'the listener holds none of them, though their clients keep them open');
+  const ok = await new Promise<string>((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () => s.end('GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'));
+    let answer = '';
+    s.on('data', (c: Buffer) => (answer += c.toString()));
+    s.on('close', () => resolve(answer));
+    s.on('error', reject);
+  });
+  t.match(ok, /^HTTP\/1\.1 200 /, 'their places in connections_max are free: a new connection is served');
 });
 
 t.test('a listener bound to every interface is named by the address its configuration advertises', async (t) => {
