@@ -5,8 +5,9 @@
 // not at the commit timeout; 503 commit_unavailable when the primary is cut off from
 // both followers, and the retry with the same transaction id posting once; and a
 // primary stopped with SIGTERM handing leadership over before it exits, a new primary
-// within 3 s (the new primary logging once that it cannot reach it, and again when it
-// is back). What time nothing is in test/process/cluster-catchup.test.ts.
+// within 3 s (the new primary and the other follower each logging once that they
+// cannot reach it, and again when it is back). The cases that time nothing are in
+// test/process/cluster-catchup.test.ts.
 import t from 'tap';
 import { verifyExport } from '@apl/core';
 import { AGENT_A, bootstrap, envelope } from '../support/node.js';
