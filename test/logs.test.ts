@@ -2,21 +2,27 @@
 // status and (for an intent) the transaction id, and one per state change of the
 // node; and that no attestation, admin token or justification text is ever logged;
 // and that the events docs/operations.md names are ones the node logs.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger } from '@apl/node';
-import { AGENT_A, bootstrap, envelope, startTestNode, testCerts, TOKENS } from './support/node.js';
+import { AGENT_A, bootstrap, envelope, startTestNode, testCerts, TOKENS, type TestNode } from './support/node.js';
 import { REPO } from './support/process.js';
 
-t.test('every request and state change is one JSON line, with no secret in any', async (t) => {
+/** A bootstrapped node whose log lines are kept in `lines`; closed at the test's end. */
+async function loggedNode(t: Test): Promise<{ n: TestNode; lines: string[] }> {
   const lines: string[] = [];
   const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done(); } });
   const n = await startTestNode({}, undefined, createLogger('info', 'n1', sink));
   t.teardown(() => n.close());
   await bootstrap(n);
+  return { n, lines };
+}
+
+t.test('every request and state change is one JSON line, with no secret in any', async (t) => {
+  const { n, lines } = await loggedNode(t);
   const att = await n.issuer.sign(AGENT_A);
   const justification = 'A reason only the agent platform keeps';
   await n.api('POST', '/api/v1/intents', { body: envelope(att, { transaction: 'txn_logged', justification }) });
@@ -44,11 +50,7 @@ t.test('every request and state change is one JSON line, with no secret in any',
 });
 
 t.test('a feed its consumer leaves is logged and counted when its connection closes, and timed by status', async (t) => {
-  const lines: string[] = [];
-  const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done(); } });
-  const n = await startTestNode({}, undefined, createLogger('info', 'n1', sink));
-  t.teardown(() => n.close());
-  await bootstrap(n);
+  const { n, lines } = await loggedNode(t);
   // The consumer reads the feed's first line, then goes: the answer never finishes.
   await new Promise<void>((resolve, reject) => {
     const req = request(`${n.node.adminUrl}/admin/v1/feed?from=0`, { ca: readFileSync(testCerts().ca), headers: { authorization: `Bearer ${TOKENS.operator}` } }, (res) => {

@@ -5,6 +5,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import express from 'express';
 import { InexactNumberError, JsonSyntaxError, parseJson, parseWith, stringifyJson } from '@apl/core';
@@ -101,11 +102,19 @@ function closeLingering(req: Request, res: Response): void {
   res.setHeader('Connection', 'close');
   const socket = req.socket;
   // Node.js ends a connection whose answer says `Connection: close` with destroySoon().
-  socket.destroySoon = () => {
-    socket.end();
-    const cut = setTimeout(() => socket.destroy(), LINGER_MS).unref();
-    socket.once('close', () => clearTimeout(cut));
-  };
+  socket.destroySoon = () => endLingering(socket);
+}
+
+/**
+ * Ends a connection (after `last`, if given) and cuts it LINGER_MS later unless the
+ * client has closed it by then: a client that never closes its side would otherwise
+ * keep the socket, its descriptor and its place among the listener's connections.
+ */
+export function endLingering(socket: Socket, last?: string): void {
+  if (last === undefined) socket.end();
+  else socket.end(last);
+  const cut = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('close', () => clearTimeout(cut));
 }
 
 /** Reads a JSON body losslessly (128-bit integers stay exact), refusing more than `limitBytes`. */
@@ -287,18 +296,16 @@ export function planeApp(plane: 'agent' | 'admin', log: Logger, metrics: HttpMet
 const CLOSED_BEFORE_ANSWER = 499;
 
 /**
- * Logs and counts every request once, when it ends: when its answer was handed over
- * whole (`finish`), or when its connection closed first (`close` alone: a feed its
- * consumer left, an export cut off, an intent whose client gave up before the answer).
- * Those are logged with `closed_early: true`, and with the status begun, or 499 when
- * none was.
+ * Logs and counts every request once, when it closes: after its answer was handed over
+ * whole, or when its connection closed first (a feed its consumer left, an export cut
+ * off, an intent whose client gave up before the answer). Those are logged with
+ * `closed_early: true`, and with the status begun, or 499 when none was.
  */
 function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): RequestHandler {
   return (req, res, next) => {
     const start = process.hrtime.bigint();
-    const ended = () => {
-      res.off('finish', ended);
-      res.off('close', ended);
+    // A response is closed after it finished too (Node.js emits 'close' on the next tick).
+    res.once('close', () => {
       const route = req.route?.path ? `${req.baseUrl}${req.route.path as string}` : routeOf(req) ?? 'unmatched';
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       const early = !res.writableFinished;
@@ -307,9 +314,7 @@ function observe(plane: 'agent' | 'admin', log: Logger, metrics: HttpMetrics): R
       metrics.httpDuration.observe({ plane, route, status: String(status) }, seconds);
       const txn = res.locals.transaction as string | undefined;
       log.info({ event: 'request', plane, method: req.method, route, status, ms: Math.round(seconds * 1e4) / 10, ...(early ? { closed_early: true } : {}), ...(txn ? { transaction: txn } : {}), ...(res.locals.error ? { error: res.locals.error } : {}) }, 'request');
-    };
-    res.on('finish', ended);
-    res.on('close', ended);
+    });
     next();
   };
 }

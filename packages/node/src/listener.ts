@@ -11,7 +11,7 @@ import { maxHeaderSize, type IncomingMessage, type ServerResponse } from 'node:h
 import { createServer, type Server, type ServerOptions } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from './config.js';
-import { JSON_TYPE, LINGER_MS } from './http.js';
+import { JSON_TYPE, endLingering } from './http.js';
 import type { ConnectionRefusal } from './metrics.js';
 
 /** Told of each connection a listener refuses or closes before a request reaches its plane (counted in the metrics). */
@@ -184,12 +184,7 @@ function answerParseErrors(server: Server, refused: OnRefused): void {
         ? { error: 'malformed_request', message: `The request line and headers are larger than the ${maxHeaderSize} bytes this node reads.` }
         : { error: 'malformed_request', message: 'The request could not be read as HTTP.' });
     const head = (starts.get(socket as Socket) ?? err.rawPacket?.subarray(0, 5).toString('latin1')) === 'HEAD ';
-    socket.end(`HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
-    // The answer and the end of the connection go out; a client that never closes its
-    // side would otherwise keep the socket, its descriptor and its place in
-    // http.connections_max and connections_per_source_max for as long as it likes.
-    const cut = setTimeout(() => socket.destroy(), LINGER_MS).unref();
-    socket.once('close', () => clearTimeout(cut));
+    endLingering(socket as Socket, `HTTP/1.1 ${late ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
   });
 }
 
