@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { TLSSocket, createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
+import { Writable } from 'node:stream';
+import type { Message } from '@apl/raft';
 import { CERT_SCRIPT, ForwardFailed, ForwardRefused, Metrics, PEER_SERVICE, PeerMesh, createLogger, type MeshHandlers } from '@apl/node';
 import { freePort } from './support/cluster.js';
 import { testCerts } from './support/node.js';
@@ -25,17 +27,18 @@ const pem = (id: string) => ({ ca: readFileSync(certs.ca), cert: readFileSync(jo
 type Propose = MeshHandlers['propose'];
 
 /** A mesh for member `id` of n1 and n2, serving `propose` (the rest is never called here). */
-async function mesh(id: 'n1' | 'n2', ports: { n1: number; n2: number }, propose: Propose = () => Promise.reject(new Error('not the primary'))) {
+async function mesh(id: 'n1' | 'n2', ports: { n1: number; n2: number }, propose: Propose = () => Promise.reject(new Error('not the primary')), more: Partial<ConstructorParameters<typeof PeerMesh>[0]> = {}, step: MeshHandlers['step'] = () => undefined) {
   const m = new PeerMesh({
     self: id,
     members: [{ id: 'n1', peer_addr: `127.0.0.1:${ports.n1}` }, { id: 'n2', peer_addr: `127.0.0.1:${ports.n2}` }],
     clusterId: 'apl-forward-test', host: '127.0.0.1', port: ports[id], tls: pem(id),
     queueMessagesMax: 64, snapshotTimeoutMs: 5_000, log: createLogger('silent', id), metrics: new Metrics(),
+    ...more,
   });
   const unused = () => {
     throw new Error('not used by this test');
   };
-  await m.listen({ step: () => undefined, installSnapshot: unused, openSnapshot: unused, propose, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined, superseded: unused });
+  await m.listen({ step, installSnapshot: unused, openSnapshot: unused, propose, proposeConfChange: unused, reportSnapshot: () => undefined, reportUnreachable: () => undefined, superseded: unused });
   return m;
 }
 
@@ -146,6 +149,34 @@ t.test('a member removed while its stream is open is refused, and so is a certif
   });
   t.equal(status.code, grpc.status.PERMISSION_DENIED, `a certificate naming no member is refused: ${status.details}`);
   t.match(status.details, /^the certificate names n9, which is not a member of this cluster/, 'naming the member it names');
+});
+
+t.test('a removed member that was stopped is logged unreachable, then its link closed', async (t) => {
+  const ports = { n1: await freePort(), n2: await freePort() };
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)); done(); } });
+  const primary = await mesh('n1', ports, undefined, { log: createLogger('info', 'n1', sink), removedLinkMs: 1_500 });
+  t.teardown(() => primary.close());
+  let heard = 0;
+  const follower = await mesh('n2', ports, undefined, {}, () => { heard++; });
+  const heartbeat = (i: number): Message => ({ type: 'heartbeat', from: 'n1', to: 'n2', term: 1, logTerm: 0, index: 0, entries: [], commit: i, reject: false, rejectHint: 0 });
+  for (let i = 0; i < 100 && heard === 0; i++) {
+    primary.send([heartbeat(i)]);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.ok(heard > 0, 'the link is up: the member hears the primary');
+  await follower.close();
+  primary.setMembers([{ id: 'n1', peer_addr: `127.0.0.1:${ports.n1}` }]);
+  // The primary still sends to it a while (to tell it of its removal), and finds it gone.
+  const event = (name: string) => lines.find((l) => l.event === name && l.peer === 'n2');
+  for (let i = 0; i < 100 && !event('peer_unreachable'); i++) {
+    primary.send([heartbeat(i)]);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.match(event('peer_unreachable'), { level: 'warn', peer_addr: `127.0.0.1:${ports.n2}` }, 'a removed member stopped is found unreachable');
+  for (let i = 0; i < 60 && !event('peer_link_closed'); i++) await new Promise((r) => setTimeout(r, 100));
+  t.match(event('peer_link_closed'), { level: 'info', reason: 'removed', peer_addr: `127.0.0.1:${ports.n2}`, msg: /^member n2 at \S+ was removed from the cluster: its link is closed and it is no longer tried$/ }, 'and then, once its time is up, its link is closed, and the log says so');
+  t.ok(lines.indexOf(event('peer_unreachable')!) < lines.indexOf(event('peer_link_closed')!), 'in that order');
 });
 
 t.test('a primary that does not serve Forward is sent Propose calls', async (t) => {

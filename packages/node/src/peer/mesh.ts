@@ -69,6 +69,8 @@ export interface MeshOptions {
   snapshotTimeoutMs: number;
   log: Logger;
   metrics: Metrics;
+  /** a removed member's link stays open this long, so the primary can tell it of its removal (default 15 s). */
+  removedLinkMs?: number;
 }
 
 /** A refusal by the primary of a forwarded proposal: its `{error, message}` body. */
@@ -300,7 +302,11 @@ export class PeerMesh {
         if (this.memberIds.has(id)) return;
         link.close();
         this.links.delete(id);
-      }, REMOVED_LINK_MS));
+        // Ends the peer's story in the log: a removed member stopped meanwhile was last
+        // logged unreachable, and nothing else would say that it is no longer tried.
+        this.o.log.info({ event: 'peer_link_closed', peer: id, peer_addr: link.member.peer_addr, reason: 'removed' },
+          `member ${id} at ${link.member.peer_addr} was removed from the cluster: its link is closed and it is no longer tried`);
+      }, this.o.removedLinkMs ?? REMOVED_LINK_MS));
     }
   }
 
