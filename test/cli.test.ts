@@ -1,12 +1,14 @@
 // Proves the apl command line, run as a person or a script would run it (a child
 // process of bin/apl.mjs) against a live development node on free ports of
-// 127.0.0.1: dev init bootstraps it in one step and twice is harmless; agent
+// 127.0.0.1: dev init bootstraps it in one step and twice is harmless; agent attest
+// signs with the issuer key it is given, never silently with another; agent
 // commands submit and read, with --json parsed back losslessly; every admin route
 // has its command; apl log verify passes, and fails (exit 6) on a tampered export;
 // apl feed tail prints the change feed, filtered, and follows the log until Ctrl-C;
 // and failures exit with the documented codes and say what to do next.
 import t from 'tap';
 import { spawn } from 'node:child_process';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, verify } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseJson } from '@apl/client';
@@ -48,6 +50,40 @@ t.test('apl dev init bootstraps the node in one step, and a second run changes n
   t.match(attestation, /^v4\.public\./);
   t.equal(a.stderr, '', 'no warning on the way');
 });
+
+t.test('apl agent attest signs with the issuer key it is given; --key, the client certificate\'s, is refused there', async (t) => {
+  const devKey = join(dir, 'issuer', 'issuer-key.pem');
+  const other = join(dir, 'other-issuer.pem');
+  writeFileSync(other, generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }));
+  const given = await apl(['agent', 'attest', '--issuer-key', other]);
+  t.equal(given.code, EXIT.ok, given.stderr);
+  t.ok(signedBy(given.stdout.trim(), other), 'signed with the key given');
+  t.notOk(signedBy(given.stdout.trim(), devKey), 'not with the development issuer\'s');
+  t.ok(signedBy(attestation, devKey), 'without --issuer-key: the development issuer\'s');
+  const key = await apl(['agent', 'attest', '--key', other]);
+  t.equal(key.code, EXIT.usage, 'apl\'s --key is not taken for the issuer\'s');
+  t.equal(key.stdout, '', 'and nothing is signed');
+  t.match(key.stderr, /^apl: --key \(APL_KEY\) is the key of a client certificate \(--cert\), not the issuer's key\.\n {2}Give the issuer's private key with --issuer-key <pem>\./);
+  const ec = join(dir, 'ec.pem');
+  writeFileSync(ec, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
+  const wrongKind = await apl(['agent', 'attest', '--issuer-key', ec]);
+  t.equal(wrongKind.code, EXIT.usage);
+  t.match(wrongKind.stderr, /^apl: The issuer key \S+ec\.pem is an EC key, not Ed25519\.\n {2}An issuer key is an Ed25519 private key in PEM/);
+});
+
+/** Whether a v4.public token's signature is the key's: Ed25519 over PAE("v4.public.", message, footer, ""). */
+function signedBy(token: string, keyFile: string): boolean {
+  const [, , body, footer = ''] = token.split('.');
+  const raw = Buffer.from(body!, 'base64url');
+  const pieces = [Buffer.from('v4.public.'), raw.subarray(0, -64), Buffer.from(footer, 'base64url'), Buffer.alloc(0)];
+  const le64 = (n: number) => {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(BigInt(n));
+    return b;
+  };
+  const pae = Buffer.concat([le64(pieces.length), ...pieces.flatMap((p) => [le64(p.length), p])]);
+  return verify(null, pae, createPublicKey(createPrivateKey(readFileSync(keyFile))), raw.subarray(-64));
+}
 
 t.test('submit and read as the agent, with --json parsed back', async (t) => {
   const env = { APL_ATTESTATION: attestation };

@@ -2,7 +2,9 @@
  * Agent commands: mint a development attestation, submit an intent (from a file or
  * from flags), and the party-scoped reads.
  */
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { parseJson, type IntentInput, type Outcome, type Submission } from '@apl/client';
 import { act } from '../context.js';
@@ -124,18 +126,31 @@ export function agentCommand(): Command {
 
   agent.command('attest')
     .description('mint a development attestation (PASETO v4.public) with the issuer key apl dev init made')
-    .option('--key <pem>', 'issuer private key (default <data-dir>/issuer/issuer-key.pem)')
+    .option('--issuer-key <pem>', 'the issuer\'s Ed25519 private key (default <data-dir>/issuer/issuer-key.pem)')
     .option('--iss <issuer>', 'issuer name (default: the one apl dev init registered)')
     .option('--sub <agent-uri>', 'the agent (default: the one apl dev init bound)')
     .option('--cap <list>', 'capabilities, comma-separated', DEFAULT_CAPABILITIES.join(','))
     .option('--aud <audience>', 'audience', 'agent-plane-ledger')
     .option('--ttl <seconds>', 'lifetime in seconds (a node refuses one beyond its attestation_lifetime_max_s, a day by default)', '3600')
     .option('--jti <id>', 'token id (default: random)')
-    .action(act<{ key?: string; iss?: string; sub?: string; cap: string; aud: string; ttl: string; jti?: string }>(async ({ s, out }, _args, o) => {
+    .action(act<{ issuerKey?: string; iss?: string; sub?: string; cap: string; aud: string; ttl: string; jti?: string }>(async ({ s, out }, _args, o) => {
+      // --key is apl's own option, the key of a client certificate (--cert): given here
+      // alone, it was meant as the issuer's, and signing with another would mislead.
+      if (s.o.key !== undefined && s.o.cert === undefined) {
+        throw new UsageError('--key (APL_KEY) is the key of a client certificate (--cert), not the issuer\'s key.', 'Give the issuer\'s private key with --issuer-key <pem>.');
+      }
       const f = issuerFiles(s.issuerDir);
       const profile = existsSync(f.profile) ? (JSON.parse(readFileSync(f.profile, 'utf8')) as { issuer?: string; agent?: string }) : {};
-      const key = o.key ?? f.key;
-      if (!existsSync(key)) throw new UsageError(`There is no issuer key at ${key}.`, 'apl dev init makes a development issuer; or give --key <pem>.');
+      const key = resolve(o.issuerKey ?? f.key);
+      if (!existsSync(key)) throw new UsageError(`There is no issuer key at ${key}.`, 'apl dev init makes a development issuer; or give --issuer-key <pem>.');
+      const ed25519 = 'An issuer key is an Ed25519 private key in PEM: openssl genpkey -algorithm ed25519 -out <pem> makes one.';
+      let read: KeyObject;
+      try {
+        read = createPrivateKey(readFileSync(key));
+      } catch (err) {
+        throw new UsageError(`Cannot read the issuer key ${key}: ${(err as Error).message}.`, ed25519);
+      }
+      if (read.asymmetricKeyType !== 'ed25519') throw new UsageError(`The issuer key ${key} is ${read.asymmetricKeyType === undefined ? 'not a private key' : `an ${read.asymmetricKeyType.toUpperCase()} key`}, not Ed25519.`, ed25519);
       const issuer = o.iss ?? profile.issuer;
       const subject = o.sub ?? profile.agent;
       if (!issuer || !subject) throw new UsageError('The issuer or the agent is not known.', 'Give --iss and --sub, or run apl dev init first.');
