@@ -6,7 +6,9 @@
 // messages never reach Raft, with one error line and a count; a start put back from
 // an older copy is refused at its first call; two processes of one start are told
 // apart by their tags, the later going on whichever called first; a caller that names
-// no start (an earlier release) is heard; and a malformed start is refused.
+// no start (an earlier release) is heard; a malformed start is refused; and a process
+// of another cluster under the same CA and member id is refused before its start is
+// looked at.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -36,7 +38,7 @@ interface Peer {
  * reached at `ports.n2` (a second process as n2 listens elsewhere, as a copy started on
  * another host would). `starts` is its start count; none names no start.
  */
-async function peer(t: { teardown(f: () => unknown): void }, id: 'n1' | 'n2', port: number, ports: { n1: number; n2: number }, starts?: number, handlers: Partial<MeshHandlers> = {}): Promise<Peer> {
+async function peer(t: { teardown(f: () => unknown): void }, id: 'n1' | 'n2', port: number, ports: { n1: number; n2: number }, starts?: number, handlers: Partial<MeshHandlers> = {}, clusterId = CLUSTER): Promise<Peer> {
   const lines: Record<string, unknown>[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -48,7 +50,7 @@ async function peer(t: { teardown(f: () => unknown): void }, id: 'n1' | 'n2', po
   const mesh = new PeerMesh({
     self: id,
     members: [{ id: 'n1', peer_addr: `127.0.0.1:${ports.n1}` }, { id: 'n2', peer_addr: `127.0.0.1:${ports.n2}` }],
-    clusterId: CLUSTER, host: '127.0.0.1', port, tls: pem(id),
+    clusterId, host: '127.0.0.1', port, tls: pem(id),
     queueMessagesMax: 64, snapshotTimeoutMs: 5_000, log: createLogger('info', id, sink), metrics,
   });
   if (starts !== undefined) mesh.setStarts(starts);
@@ -133,6 +135,31 @@ t.test('a later start of a member ends the earlier one\'s streams; the earlier i
   t.ok((await refusals(n1))! >= 1, 'counted as superseded');
   t.equal(await deliver(later, n1, 4), 'stepped', 'the later start goes on being heard');
   t.equal(later.superseded.length, 0);
+});
+
+t.test('a process of another cluster, under the same CA and member id, neither stops the member nor reaches Raft', async (t) => {
+  const ports = { n1: await freePort(), n2: await freePort() };
+  let proposed = 0;
+  const n1 = await peer(t, 'n1', ports.n1, ports, undefined, { propose: async () => ({ index: ++proposed, term: 1 }) });
+  const running = await peer(t, 'n2', ports.n2, ports, 3);
+  t.equal(await deliver(running, n1, 1), 'stepped', 'the member is heard');
+  // A staging n2, restarted a hundred times, whose peer address for n1 points here.
+  const staging = await peer(t, 'n2', await freePort(), ports, 100, {}, 'staging');
+  const forwarded = await staging.mesh.forward('n1', Buffer.from('op'), 5_000).then(() => 'answered', (err: Error) => err.message);
+  t.match(forwarded, /this is n1 of cluster apl-incarnation-test, and the call is of cluster staging: a peer address of another cluster points here/, 'its forwarded operation is refused, saying why');
+  t.equal(proposed, 0, 'and never proposed');
+  for (let i = 0; i < 20; i++) {
+    staging.mesh.send([fromN2(100 + i)]);
+    await new Promise((r) => setTimeout(r, 30));
+  }
+  t.notOk(n1.stepped.some((m) => m.term >= 100), 'its messages never reach Raft');
+  t.equal(running.superseded.length, 0, 'the member is not told it was superseded');
+  t.equal(staging.superseded.length, 0, 'nor is the other cluster\'s process');
+  t.equal(await deliver(running, n1, 2), 'stepped', 'the member goes on being heard');
+  t.notOk(n1.lines.some((l) => l.event === 'member_restarted' || l.event === 'earlier_start_refused'), 'no start of n2 was taken from the other cluster');
+  t.match(n1.lines.find((l) => l.event === 'peer_refused' && l.reason === 'foreign_cluster'), { level: 'warn', from: 'n2', cluster: 'staging' }, 'the refusal is logged');
+  const foreign = (await n1.metrics.registry.getSingleMetric('apl_peer_refused_total')!.get()).values.find((v) => v.labels.reason === 'foreign_cluster')?.value;
+  t.ok(foreign! >= 1, 'and counted');
 });
 
 t.test('a start put back from an older copy is refused at its first call', async (t) => {

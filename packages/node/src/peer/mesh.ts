@@ -156,6 +156,8 @@ const REMOVED_LINK_MS = 15_000;
 const ERROR_KEY = 'apl-error';
 /** the caller's incarnation, `<starts>.<tag>`, on every call (a caller of an earlier release sends none). */
 const INCARNATION_KEY = 'apl-incarnation';
+/** the caller's cluster id, on every call: a process of another cluster is refused before its incarnation is looked at. */
+const CLUSTER_KEY = 'apl-cluster';
 /** on a refusal: the caller is an earlier start of its member than one the callee has heard from. */
 const SUPERSEDED_KEY = 'apl-superseded';
 /** the refusals of an earlier start of one member are logged at most once in this time. */
@@ -318,6 +320,7 @@ export class PeerMesh {
   /** The metadata of a call this process makes: its incarnation, once known. */
   private callMetadata(): grpc.Metadata {
     const metadata = new grpc.Metadata();
+    metadata.set(CLUSTER_KEY, this.o.clusterId);
     if (this.incarnation) metadata.set(INCARNATION_KEY, incarnationText(this.incarnation));
     return metadata;
   }
@@ -393,8 +396,19 @@ export class PeerMesh {
    * calls still open are ended (`end` registers this call's, until `release`). An earlier
    * start is refused, FAILED_PRECONDITION with SUPERSEDED_KEY, and its process stops when
    * told. A call that names none (an earlier release) is let through and not followed.
+   *
+   * A call of another cluster is refused first (PERMISSION_DENIED): a process of another
+   * cluster under a certificate of the same CA and the same member id (a staging node
+   * whose peer address was mistyped as this cluster's) is not a start of this member, and
+   * must neither stop it nor forward operations into its log.
    */
   private admit(from: NodeId, call: { metadata: grpc.Metadata; getPeer(): string }, end?: (status: grpc.StatusObject) => void): { refused: grpc.StatusObject } | { release: () => void } {
+    const cluster = call.metadata.get(CLUSTER_KEY);
+    if (cluster.length > 0 && cluster[0] !== this.o.clusterId) {
+      const theirs = String(cluster[0]);
+      this.refuse('foreign_cluster', { from, peer: call.getPeer(), cluster: theirs }, 'a peer call of another cluster was refused');
+      return { refused: denied(`this is ${this.o.self} of cluster ${this.o.clusterId}, and the call is of cluster ${theirs}: a peer address of another cluster points here`) };
+    }
     const named = call.metadata.get(INCARNATION_KEY);
     const unfollowed = { release: () => undefined };
     if (named.length === 0) return unfollowed;
