@@ -106,6 +106,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
     writeBufferBytes: c.store.write_buffer_bytes,
     blockBytes: c.store.block_bytes,
     transport: mesh ?? noPeers,
+    standalone: !clustered,
     ...(mesh && c.forward_writes ? {
       forward: async (leader: string, bytes: Uint8Array, timeoutMs: number) => {
         try {

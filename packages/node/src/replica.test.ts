@@ -208,6 +208,28 @@ async function memberBehind(t: Test, clusterId: string) {
   return { leader, behind, entries, until, m, index: m.snapshot!.meta.index };
 }
 
+t.test('a cluster member\'s data started as a standalone node is refused, saying how to start it, and counts no start', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'apl-replica-alone-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const open = (standalone: boolean) => Replica.open({
+    id: 'n3', peers: standalone ? ['n3'] : ['n1', 'n2', 'n3'], peerContext: {}, clusterId: 'apl-alone', clusterState: 'new', dataDir: dir, standalone,
+    raft: { tick_ms: 10, election_ticks: 100, heartbeat_ticks: 2, max_inflight_msgs: 64, max_size_per_msg: 1 << 20, max_uncommitted_entries: 10_000, wal_segment_bytes: 1 << 20 },
+    tickIntervalMs: 3_600_000, commitTimeoutMs: 5_000, proposalsInFlightMax: 1_000, snapshotIntervalEntries: 20, snapshotCatchupEntries: 5, snapshotHoldEntries: 0,
+    readyLagEntriesMax: 1_000, cacheEntriesMax: 1_000, writeBufferBytes: 1 << 20, blockBytes: 4096,
+    transport: { send: () => undefined }, log: createLogger('silent', 'n3'), metrics: new Metrics(),
+  });
+  const member = await open(false);
+  t.equal(member.starts, 1);
+  await member.close();
+  await t.rejects(open(true), {
+    name: 'ConfigError',
+    message: /^this data directory is n3's, a member of a cluster of 3 \(voters n1, n2, n3\), but the configuration names no other member \(members is empty: a standalone node\)\. Alone it could not commit anything, nor reach the other members: start it with its cluster's members \(members, APL_MEMBERS\) and cluster_id, as the cluster runs it\./,
+  }, 'refused at start, not failed at its first message');
+  const again = await open(false);
+  t.equal(again.starts, 2, 'the refused start was not counted, and the directory opens as the member it is');
+  await again.close();
+});
+
 t.test('a compaction whose store sync ends after a member began installing is held', async (t) => {
   const { all, down, noSnapshots, until } = await openMembers(t, 'hold-test');
   await until('a primary', () => all.some((m) => m.replica.isLeader()));

@@ -81,6 +81,8 @@ export interface ReplicaOptions {
   writeBufferBytes: number;
   blockBytes: number;
   transport: Transport;
+  /** the configuration names no other member: the node runs no peer mesh, and a store of a cluster's member is refused. */
+  standalone?: boolean;
   /** forwards an operation's bytes to the primary; absent on a standalone node or with forward_writes off. */
   forward?: (leader: NodeId, operation: Uint8Array, timeoutMs: number) => Promise<{ index: number; term: number }>;
   /** forwards a membership change to the primary; absent on a standalone node. */
@@ -331,15 +333,6 @@ export class Replica {
       await store.close();
       throw new ConfigError(`the state store is at index ${applied}, below the Raft log's compaction at ${compacted}: the entries between are gone, so this data directory cannot be recovered alone (restore it from a backup, or replace the member)`);
     }
-    // Counted once every check has passed: a start refused counts none.
-    let starts: number;
-    try {
-      starts = await lock.countStart();
-    } catch (err) {
-      await log.close();
-      await store.close();
-      throw err;
-    }
     const raft = new RawNode({
       id: opts.id,
       peers: bootstrapMembers,
@@ -355,6 +348,20 @@ export class Replica {
       random: seededRandom(randomBytes(4).readUInt32LE()),
       applied,
     }, boot);
+    // A member's data started as a standalone node (no members configured: no peer mesh)
+    // could reach none of the others, and failed at its first message to one.
+    const others = [...raft.status().conf.voters, ...raft.status().conf.learners].filter((id) => id !== opts.id);
+    const refusal = opts.standalone && others.length > 0 ? memberStartedAlone(opts.id, raft.status().conf) : null;
+    // Counted once every check has passed: a start refused counts none.
+    let starts = 0;
+    try {
+      if (refusal !== null) throw new ConfigError(refusal);
+      starts = await lock.countStart();
+    } catch (err) {
+      await log.close();
+      await store.close();
+      throw err;
+    }
     opts.log.info({ event: 'replica_open', applied, commit: boot.hardState.commit, term: boot.hardState.term, last: raft.status().lastIndex }, 'replica opened');
     return new Replica(opts, raft, log, store, compacted, readRemoved(opts.dataDir), lock, starts);
   }
@@ -1356,4 +1363,13 @@ function outcomeLabel(a: Applied): string {
   if (!a.result.ok) return a.result.error.error;
   const v = a.result.value as { kind?: string; outcome?: { verdict: string } };
   return v.kind === 'replayed' ? 'replayed' : (v.outcome?.verdict ?? 'unknown');
+}
+
+/** Why a cluster member's data does not start as a standalone node. */
+function memberStartedAlone(self: NodeId, conf: ConfState): string {
+  const learners = conf.learners.length > 0 ? `; learners ${conf.learners.join(', ')}` : '';
+  return `this data directory is ${self}'s, a member of a cluster of ${conf.voters.length} (voters ${conf.voters.join(', ')}${learners}), `
+    + 'but the configuration names no other member (members is empty: a standalone node). Alone it could not commit anything, nor reach the other members: '
+    + 'start it with its cluster\'s members (members, APL_MEMBERS) and cluster_id, as the cluster runs it. '
+    + 'A copy of one member\'s data is started with copies of the others, taken together (docs/operations.md, "Backups")';
 }
