@@ -65,7 +65,12 @@ t.test('TLS files that cannot work: exit 2 naming the setting and the file', asy
   const mismatch = start(nodeEnv(join(dir, 'key'), { APL_TLS_KEY: otherKey }));
   t.equal(mismatch.status, 2, mismatch.stderr);
   t.match(mismatch.stderr.trim(), new RegExp(`^tls\\.cert and tls\\.key: ${certs.cert} and ${otherKey} cannot be used together \\(.*key values mismatch.*\\)$`));
-  t.notOk(existsSync(join(dir, 'ca')) || existsSync(join(dir, 'key')), 'no data directory was made');
+  const absent = join(dir, 'certs', 'absent.pem');
+  const missing = start(nodeEnv(join(dir, 'missing'), { APL_TLS_CERT: absent }));
+  t.equal(missing.status, 2, missing.stderr);
+  t.equal(missing.stderr.trim(), `tls.cert (APL_TLS_CERT): ${absent} cannot be read (ENOENT); put it there, or make development certificates: certs/dev-certs.sh ${join(dir, 'certs')} n1 (dev_setup: true makes them in the data directory)`,
+    'naming its variable too, and the command with this node\'s id');
+  t.notOk(existsSync(join(dir, 'ca')) || existsSync(join(dir, 'key')) || existsSync(join(dir, 'missing')), 'no data directory was made');
 });
 
 t.test('a certificate its peers or clients would refuse: exit 2 naming tls.cert', async (t) => {

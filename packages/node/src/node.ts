@@ -58,7 +58,7 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
   if (!c.agent_plane_thread) AgentThread.discardEarly();
   const metrics = new Metrics();
   const tls = tlsFiles(c);
-  const { cert, key, ca, validTo } = readTls(tls, certificateMember(c));
+  const { cert, key, ca, validTo } = readTls(tls, certificateMember(c), c.node_id);
   metrics.certExpiry.set(Math.floor(validTo.getTime() / 1000));
   const clustered = c.members.length > 1;
   const mesh = clustered
@@ -335,14 +335,14 @@ export function certificateMember(c: Config): string | undefined {
  * peers or clients stops instead, naming the setting and the file. `validTo` is when
  * the certificate expires.
  */
-export function readTls(files: { ca: string; cert: string; key: string }, member?: string): { ca: Buffer; cert: Buffer; key: Buffer; validTo: Date } {
+export function readTls(files: { ca: string; cert: string; key: string }, member?: string, nodeId = member): { ca: Buffer; cert: Buffer; key: Buffer; validTo: Date } {
   const read = (what: string, file: string) => {
     try {
       return readFileSync(file);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      const next = code === 'ENOENT' ? `; put it there, or make development certificates: certs/dev-certs.sh ${dirname(file)} <node_id> (dev_setup: true makes them in the data directory)` : '';
-      throw new ConfigError(`${what}: ${file} cannot be read (${code ?? (err as Error).message})${next}`);
+      const next = code === 'ENOENT' ? `; put it there, or make development certificates: certs/dev-certs.sh ${dirname(file)} ${nodeId ?? '<node_id>'} (dev_setup: true makes them in the data directory)` : '';
+      throw new ConfigError(`${what} (APL_${what.replace('.', '_').toUpperCase()}): ${file} cannot be read (${code ?? (err as Error).message})${next}`);
     }
   };
   const ca = read('tls.ca', files.ca);

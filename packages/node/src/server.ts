@@ -45,7 +45,7 @@ async function main(): Promise<void> {
   // The TLS files are checked before the data directory is touched (a refused start
   // leaves nothing behind), except those the development setup is about to make in it,
   // which are checked as the node starts.
-  if (!devSetupMakesTls(config)) readTls(tlsFiles(config), certificateMember(config));
+  if (!devSetupMakesTls(config)) readTls(tlsFiles(config), certificateMember(config), config.node_id);
   // A port another process holds is found before the data directory is made or
   // written: a refused start leaves nothing behind. (The node binds them for good later.)
   await portsFree(config);

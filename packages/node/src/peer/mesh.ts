@@ -245,6 +245,11 @@ export function refusalDetails(name: NodeId | null, self: NodeId): string {
 }
 
 /** A PERMISSION_DENIED status saying why. */
+/** What a failed call says, without the empty "Resolution note: " grpc-js ends a connection failure with. */
+export function callError(err: Pick<grpc.ServiceError, 'details' | 'message'>): string {
+  return (err.details || err.message).replace(/\.? ?Resolution note: ?$/, '');
+}
+
 function denied(details: string): grpc.StatusObject {
   return { code: grpc.status.PERMISSION_DENIED, details, metadata: new grpc.Metadata() };
 }
@@ -857,8 +862,9 @@ class Link {
         // down. (Told it is superseded, the process stops and says why: the peer was reached.)
         if (!this.down && superseded === null) {
           this.down = true;
-          this.o.log.warn({ event: 'peer_unreachable', peer: this.member.id, peer_addr: this.member.peer_addr, err: err.details || err.message },
-            `member ${this.member.id} at ${this.member.peer_addr} cannot be reached: ${err.details || err.message}`);
+          const why = callError(err);
+          this.o.log.warn({ event: 'peer_unreachable', peer: this.member.id, peer_addr: this.member.peer_addr, err: why },
+            `member ${this.member.id} at ${this.member.peer_addr} cannot be reached: ${why}`);
           this.client.getChannel().getConnectivityState(true);
         }
         this.hooks.unreachable();
@@ -982,7 +988,7 @@ function callPropose(client: grpc.Client, leader: NodeId, request: ProposeReques
         const superseded = supersededDetails(err);
         if (superseded !== null) hooks.superseded(superseded);
         const body = err.metadata?.get(ERROR_KEY)[0];
-        reject(typeof body === 'string' ? refusalFrom(body, leader) : new ForwardFailed(`the primary ${leader} did not answer: ${err.details || err.message}`));
+        reject(typeof body === 'string' ? refusalFrom(body, leader) : new ForwardFailed(`the primary ${leader} did not answer: ${callError(err)}`));
         return;
       }
       resolve({ index: u64(reply!.index), term: u64(reply!.term) });
