@@ -59,6 +59,8 @@ t.test('bindings refuse bad names in words, "__proto__" included', async (t) => 
   t.equal(proto.ok, false);
   t.match(!proto.ok && proto.issues[0]!.message, /__proto__/);
   t.same(b({ merchant: 'books-r-us', n: 5, big: 18446744073709551621n, yes: true }), { ok: true, value: { merchant: 'books-r-us', n: 5n, big: 18446744073709551621n, yes: true } });
+  t.same(b({ merchant: 'x'.repeat(257) }), { ok: false, issues: [{ path: 'merchant', message: 'must be a string of at most 256 characters (this one has 257)' }] }, 'a string too long says so in words');
+  t.same(b({ merchant: 'x'.repeat(256) }).ok, true);
 });
 
 t.test('a missing field says it is required, a wrong one what it must be', async (t) => {

@@ -138,7 +138,8 @@ const IntentBindingInteger = bigIntIn(DELTA_MIN, DELTA_MAX, INTENT_BINDING_RANGE
 /** A binding's value; `range` names the bound of `integer`, said of an integer outside it. */
 function bindingValue(integer: typeof BindingInteger | typeof IntentBindingInteger, range?: string) {
   const kinds = `a string (at most ${LIMITS.bindingStringLengthMax} characters), an integer or a boolean`;
-  return z.union([z.string().max(LIMITS.bindingStringLengthMax), z.boolean(), integer], {
+  const long = (iss: { input?: unknown }) => `must be a string of at most ${LIMITS.bindingStringLengthMax} characters (this one has ${String(iss.input).length})`;
+  return z.union([z.string().max(LIMITS.bindingStringLengthMax, { error: long }), z.boolean(), integer], {
     error: (iss) => {
       if (iss.input === undefined) return 'is required';
       const integral = typeof iss.input === 'bigint' || (typeof iss.input === 'number' && Number.isInteger(iss.input));
