@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ConfigError, envName, loadConfig, tlsFiles, unknownVariables } from './config.js';
+import { ConfigError, envName, loadConfig, peerPortMismatch, tlsFiles, unknownVariables } from './config.js';
 import { loadPrincipals } from './devsetup.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'apl-config-'));
@@ -175,4 +175,15 @@ t.test('an admin tokens file named in the configuration must exist', async (t) =
 t.test('a list setting given by a variable that is not JSON says so, naming the variable', async (t) => {
   t.equal(refusal(t, () => loadConfig({ env: { APL_MEMBERS: 'notjson' } })), 'invalid configuration: members (APL_MEMBERS): must be a JSON array, and "notjson" is not JSON (Unexpected token \'o\', "notjson" is not valid JSON)');
   t.match(refusal(t, () => loadConfig({ env: { APL_ADMIN_PRINCIPALS: '[{"name":' } })), /^invalid configuration: admin_principals \(APL_ADMIN_PRINCIPALS\): must be a JSON array, and "\[\{\\"name\\":" is not JSON/);
+});
+
+t.test('a member whose own peer address names another port than peer_port is warned of; one that agrees, or a standalone node, is not', async (t) => {
+  const members = (self: string) => JSON.stringify(['n1', 'n2', 'n3'].map((id, k) => ({ id, peer_addr: id === 'n1' ? self : `127.0.0.1:${7444 + k}`, agent_url: `https://127.0.0.1:${8443 + k}` })));
+  const at = (peerAddr: string, port: string) => loadConfig({ env: { APL_MEMBERS: members(peerAddr), APL_PEER_PORT: port, APL_DEV_SETUP: 'false' } });
+  t.same(peerPortMismatch(at('127.0.0.1:23122', '23199')), {
+    peer_addr: '127.0.0.1:23122', peer_port: 23199,
+    message: 'members names n1\'s peer address 127.0.0.1:23122, but its peer mesh listens on peer_port 23199 (APL_PEER_PORT): the other members dial 127.0.0.1:23122, which is right only if that port is forwarded here',
+  });
+  t.equal(peerPortMismatch(at('n1:7443', '7443')), null, 'the same port under a host name');
+  t.equal(peerPortMismatch(loadConfig({ env: { APL_PEER_PORT: '23199', APL_DEV_SETUP: 'false' } })), null, 'a standalone node runs no peer mesh');
 });

@@ -296,6 +296,25 @@ export function unknownVariables(env: NodeJS.ProcessEnv): { name: string; neares
     });
 }
 
+/**
+ * Where this member's own entry of `members` names another port than the one its peer
+ * mesh listens on (`peer_port`), what to say: its peers dial the entry's address. That
+ * is right only where something forwards that port here (a port mapping), so it is a
+ * warning, not a refusal. Null when they agree, or for a standalone node.
+ */
+export function peerPortMismatch(c: Config): { peer_addr: string; peer_port: number; message: string } | null {
+  if (c.members.length <= 1) return null;
+  const self = c.members.find((m) => m.id === c.node_id);
+  const port = self === undefined ? NaN : Number(/:(\d+)$/.exec(self.peer_addr)?.[1]);
+  if (self === undefined || !Number.isInteger(port) || port === c.peer_port) return null;
+  return {
+    peer_addr: self.peer_addr,
+    peer_port: c.peer_port,
+    message: `members names ${c.node_id}'s peer address ${self.peer_addr}, but its peer mesh listens on peer_port ${c.peer_port} (${envName(['peer_port'])}): `
+      + `the other members dial ${self.peer_addr}, which is right only if that port is forwarded here`,
+  };
+}
+
 /** Levenshtein distance, for a misspelt variable's nearest name. */
 function editDistance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);

@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Status } from '@apl/raft';
-import { ConfigError, envName, listeners, loadConfig, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
+import { ConfigError, envName, listeners, loadConfig, peerPortMismatch, tlsFiles, tokensFile, unknownVariables, type Config } from './config.js';
 import { DataDirLock } from './data-lock.js';
 import { devSetup, devSetupMakesTls, loadPrincipals } from './devsetup.js';
 import { certificateMember, readTls, startNode, type RunningNode } from './node.js';
@@ -93,6 +93,11 @@ async function main(): Promise<void> {
     `  curl --cacert ${tls.ca} -H "Authorization: Bearer $TOKEN" ${node.adminUrl}/admin/v1/cluster`,
     '',
   ];
+  const mismatch = peerPortMismatch(config);
+  if (mismatch !== null) {
+    lines.splice(2, 0, `  warning: ${mismatch.message}`);
+    node.log.warn({ event: 'peer_port_mismatch', peer_addr: mismatch.peer_addr, peer_port: mismatch.peer_port }, mismatch.message);
+  }
   for (const v of unknownVariables(process.env)) {
     lines.splice(2, 0, `  ignored ${v.name}: no setting has that variable${v.nearest === null ? '' : `; did you mean ${v.nearest}?`}`);
     node.log.warn({ event: 'unknown_variable', variable: v.name, nearest: v.nearest }, 'an APL_ variable that sets nothing');
