@@ -70,7 +70,7 @@ interface Member {
   id: NodeId;
   replica: Replica;
   dir: string;
-  events: { event?: string; level?: string; err?: string; index?: number; to?: string | null; done?: boolean; role?: string; leader?: string | null; msg?: string }[];
+  events: { event?: string; level?: string; err?: string; index?: number; to?: string | null; done?: boolean; role?: string; leader?: string | null; msg?: string; reason?: string }[];
   /** while held, the store's synced batches wait in `waiting` until the test lets them go. */
   gate: { held: boolean; waiting: (() => void)[]; reached: number };
 }
@@ -473,6 +473,15 @@ t.test('a primary that stops alone hands leadership to a follower, and says so',
   const others = all.filter((m) => m !== primary);
   await until('a new primary', () => others.some((m) => m.replica.isLeader()), 2_000);
   t.equal(others.find((m) => m.replica.isLeader())!.id, handOvers(primary)[0]!.to, 'to the member it named');
+});
+
+t.test('a primary asked to remove itself hands leadership over first, and says so', async (t) => {
+  const { all, until } = await openMembers(t, 'handover-removal-test');
+  const primary = await primaryOf(all, until);
+  await t.rejects(primary.replica.appendConfChange({ type: 'remove', node: primary.id }), { message: 'not the primary', leader: /^n\d$/ }, 'the change is for the new primary to make');
+  const [handed] = handOvers(primary);
+  t.match(handed, { level: 'info', done: true, reason: 'removal', msg: new RegExp(`^leadership handed over to n\\d, which is asked to remove ${primary.id}$`) }, 'leadership_handed_over, with why');
+  t.equal(handed!.leader, handed!.to, 'to the member it named');
 });
 
 t.test('a stopping member takes no leadership: the primary stopping beside it gives up after an election timeout', async (t) => {

@@ -745,7 +745,12 @@ export class Replica {
     if (to === null) throw new ApiError('invalid_transition', `${this.opts.id} is the primary and no other voter is caught up to take over; nothing was changed.`, { id: this.opts.id });
     this.transferLeadership(to);
     await this.transferEnded();
-    throw new NotLeaderError(this.isLeader() ? null : this.raft.status().leader ?? to);
+    const leader = this.raft.status().leader;
+    const done = leader !== null && leader !== this.opts.id;
+    this.opts.log.info({ event: 'leadership_handed_over', to, done, leader, reason: 'removal' },
+      done ? `leadership handed over to ${leader}, which is asked to remove ${this.opts.id}`
+        : `leadership transfer to ${to} did not end with another primary (${leader === null ? 'none is known' : 'this member still leads'}): ${this.opts.id} is not removed`);
+    throw new NotLeaderError(this.isLeader() ? null : leader ?? to);
   }
 
   /** Waits until this member applied the membership change at (index, term). */
