@@ -97,6 +97,8 @@ t.test('submit and read as the agent, with --json parsed back', async (t) => {
   t.equal(BigInt(tx.body.entries[0].amount.minor), 129900n, 'a small amount is a bare number too');
   const txText = await apl(['agent', 'tx', 'txn_01JD7Y3K'], env);
   t.match(txText.stdout, /\nentries:\n[^]*acc_acme_cash\s+Debit\s+129900\s+USD\n[^]*\nusage moves:\n\s+move\s+usage\s+minor units\s+currency\n\s+consume\s+usage_acme_llm\s+18446744073709551621\s+USD\n/, 'the text shows the usage moves beside the legs');
+  t.match(txText.stdout, /\nowed at tick \d+, when it was recorded \(apl agent obligations says what is owed now\):\n\s+obligation\s+action[^\n]*\n\s+obl_txn_01JD7Y3K_O-receipt\s+receipt\.attach/, 'what the party owed is said to be as it was when recorded');
+  t.match(s.body.obligations_pending, [{ id: 'obl_txn_01JD7Y3K_O-receipt' }]);
   const u = await json(['agent', 'usage', 'usage_acme_llm'], env);
   t.equal(u.body.consumed, 18446744073709551621n);
   t.equal(u.body.billed, 0);

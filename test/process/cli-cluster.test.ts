@@ -72,6 +72,9 @@ t.test('dev init in a cluster prints Next commands that work pasted into a bare 
   const pasted = await run('bash', ['-c', `set -e\n${next.join('\n')}`], { ...withoutApl(), PATH: `${join(REPO, 'node_modules/.bin')}:${process.env.PATH}` });
   t.equal(pasted.code, 0, pasted.stderr);
   t.match(pasted.stdout, /^Permitted  posted  txn_01JD7Y3K\n/);
+  const human = await apl(['dev', 'init']);
+  t.equal(human.code, EXIT.ok, human.stderr);
+  t.match(human.stdout, new RegExp(`^cluster at ${cluster.members.map((m) => m.admin_url).join(', ').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is bootstrapped:\n`), 'the cluster, not a node, is bootstrapped');
 });
 
 t.test('cluster status names the primary, its voters, learners and peers, for people and for scripts', async (t) => {

@@ -113,7 +113,10 @@ export function describeOutcome(o: Outcome, s?: Pick<Submission, 'replayed' | 'a
     ]).replace(/^/gm, '  '),
   ];
   if (o.obligations_pending.length > 0) {
-    lines.push('owes:', table(o.obligations_pending, [['id', 'obligation'], ['action', 'action'], ['deadline_tick', 'due by tick'], ['state', 'state'], ['repair_of', 'repair of']]).replace(/^/gm, '  '));
+    // A transaction read back, or a submission answered from its record, owed this when it
+    // was recorded: later receipts and breaches are not in it.
+    const recorded = s === undefined || s.replayed;
+    lines.push(recorded ? `owed at tick ${p.tick}, when it was recorded (apl agent obligations says what is owed now):` : 'owes:', table(o.obligations_pending, [['id', 'obligation'], ['action', 'action'], ['deadline_tick', 'due by tick'], ['state', 'state'], ['repair_of', 'repair of']]).replace(/^/gm, '  '));
   }
   return lines.join('\n');
 }

@@ -61,7 +61,7 @@ export function devCommand(): Command {
         const all = [{ what: 'issuer key', id: files.key, status: key.made ? 'made' : 'exists', by: 'apl' }, ...made];
         const next = nextCommands(s);
         out.result({ made: all, issuer: plan.issuer, agent: plan.agent, policy: plan.policy.id, issuer_key: files.key, next }, () => [
-          `node at ${s.urls('admin').join(', ')} is bootstrapped:`,
+          `${s.urls('admin').length === 1 ? 'node at' : 'cluster at'} ${s.urls('admin').join(', ')} is bootstrapped:`,
           table(all, [['what', 'what'], ['id', 'id'], ['status', 'status'], ['by', 'by']]),
           '',
           'Next, as the agent:',
