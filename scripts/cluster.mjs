@@ -260,7 +260,8 @@ function dirArg() {
  */
 function aplArgs(members) {
   const defaultPorts = !('base' in ports) && ports.offset === 0;
-  const shown = dir.startsWith(`${process.cwd()}/`) ? relative(process.cwd(), dir) : dir;
+  // Relative to the repository, where `npm run apl` runs, whatever directory this ran from.
+  const shown = dir.startsWith(`${REPO}/`) ? relative(REPO, dir) : dir;
   return `--data-dir ${shown} ${defaultPorts ? '' : `--admin-url ${members.map((m) => m.admin_url).join(',')} `}`;
 }
 

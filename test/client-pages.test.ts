@@ -91,6 +91,11 @@ t.test('the agent\'s obligations page, and allObligations walks them', async (t)
   t.same(all.slice(0, 4).map((o) => o.id), [...page.obligations, ...next.obligations].map((o) => o.id), 'in the pages\' order');
   const owed = await collect(agent.allObligations());
   t.same(owed.map((o) => o.id).sort(), all.map((o) => o.id).sort(), 'owed by default: the open ones');
+  // The node answers what is owed whole, and refuses a page of it (400): said before any request.
+  const whole = /^limit and after page the states open, breached, discharged and all; what is owed \(the default state\) is answered whole$/;
+  await t.rejects(agent.listObligations({ limit: 2 }), { name: 'RangeError', message: whole }, 'a limit with the default state');
+  await t.rejects(agent.listObligations({ state: 'owed', after: 'obl_x' }), { name: 'RangeError', message: whole }, 'an after with owed');
+  await t.rejects(collect(agent.allObligations({ limit: 5 })), { name: 'RangeError', message: whole });
 });
 
 t.test('a limit out of 1..1000 is refused before any request', async (t) => {

@@ -2,15 +2,18 @@
 // ports of 127.0.0.1, no node): an answer trickled byte by byte is held to the
 // time-out as a whole; an export that goes silent, or is cut off part-way, ends with a
 // TransportError after the lines that came whole; an export passes over a replica that
-// refuses the connection; an intent that could not be confirmed is thrown with the
+// refuses the connection, or does not begin its answer in time; an intent that could not be confirmed is thrown with the
 // transaction id it went with and how many times it was sent, and as the 503 it got
 // even when no connection follows it; an intent that never got past TLS is not sent
 // again; and the feed asks again after a server's failure. A request that timed out
 // is never sent again behind the caller's back; a replica that does not answer in time
 // is passed over for the next one for a read or an intent, not for an admin write; an
 // error thrown after an intent was sent carries its id and sends whatever its kind; a
-// read-back that is not the transaction is refused; a feed's silence is reported with
-// its own time-out; and a last page's null cursor is nothing after it, never "null".
+// read-back that is not the transaction is refused, and one that fails (a 421 after a
+// 503) leaves the 503 to be thrown; a failed re-read of the policy carries the
+// intent's id; an integer beyond 2^53 is refused before any request; a feed's
+// silence is reported with its own time-out; and a last page's null cursor is
+// nothing after it, never "null".
 import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
@@ -118,6 +121,23 @@ t.test('an export passes over a replica that refuses the connection', async (t) 
   const { got, err } = await within(lines(admin.exportLog()), 10_000);
   t.equal(err, null);
   t.same(got, [RECORD(1), RECORD(2)]);
+});
+
+t.test('an export passes over a replica that does not begin its answer in time', async (t) => {
+  const hung: string[] = [];
+  const silent = await server(t, (req) => {
+    hung.push(`${req.method} ${req.url}`); // never answered
+  });
+  const url = await server(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    res.end(`${RECORD(1)}\n${RECORD(2)}\n`);
+  });
+  const admin = new AdminClient({ url: [silent, url], ca, token: 'x', timeoutMs: 300 });
+  t.teardown(() => admin.close());
+  const { got, err } = await within(lines(admin.exportLog()), 10_000);
+  t.equal(err, null, 'no error: the next replica answered');
+  t.same(got, [RECORD(1), RECORD(2)]);
+  t.same(hung, ['GET /admin/v1/log/export'], 'after the silent one had it once');
 });
 
 t.test('an intent that could not be confirmed is thrown with its transaction id and how often it was sent', async (t) => {
@@ -265,7 +285,61 @@ t.test('an error thrown after an intent was sent carries its id and how often it
   t.equal((timeout as TransportError).attempts, 2, 'sent, and sent again once');
 });
 
-t.test('a read-back that is not the transaction is an unexpected answer, never an outcome', async (t) => {
+t.test('a 503 and then 421 on the retries and the read: the 503 is thrown, never the 421 (the intent may have landed)', async (t) => {
+  const seen: string[] = [];
+  const url = await server(t, (req, res) => {
+    seen.push(req.method!);
+    res.writeHead(seen.length === 1 ? 503 : 421, { 'content-type': 'application/json' });
+    res.end(seen.length === 1 ? '{"error":"commit_unavailable","message":"m"}' : '{"error":"not_primary","message":"not the primary","primary_client_addr":null}');
+  });
+  const agent = new AgentClient({ url, ca, ...AGENT, retryDelayMs: 1 });
+  t.teardown(() => agent.close());
+  const err = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_503_then_421' }).then(() => null, (e: unknown) => e), 10_000);
+  t.type(err, CommitUnavailableError, `the 503: a caller that takes a 421 for "not recorded" would send it again under a new id (${String(err)})`);
+  t.equal((err as CommitUnavailableError).transaction, 'txn_503_then_421');
+  t.same(seen, ['POST', 'POST', 'POST', 'GET'], 'sent, retried twice, then read');
+});
+
+t.test('an intent whose pin was stale, and whose re-read of the policy fails, is thrown with its id', async (t) => {
+  const url = await server(t, (req, res) => {
+    res.writeHead(req.method === 'POST' ? 409 : 503, { 'content-type': 'application/json' });
+    res.end(req.method === 'POST' ? '{"error":"stale_policy","message":"stale","pinned":"pol_1","active":"pol_2"}' : '{"error":"commit_unavailable","message":"m"}');
+  });
+  const agent = new AgentClient({ url, ca, ...AGENT, retryDelayMs: 1 });
+  t.teardown(() => agent.close());
+  const err = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_reread' }).then(() => null, (e: unknown) => e), 10_000);
+  t.type(err, CommitUnavailableError);
+  t.equal((err as CommitUnavailableError).transaction, 'txn_reread', 'the id it was sent with');
+  t.equal((err as CommitUnavailableError).attempts, 1, 'sent once');
+});
+
+t.test('a 429 carries its Retry-After, in seconds, on the error', async (t) => {
+  const url = await server(t, (req, res) => {
+    res.writeHead(429, { 'content-type': 'application/json', 'retry-after': req.method === 'POST' ? '7' : 'Wed, 21 Oct 2026 07:28:00 GMT' });
+    res.end('{"error":"rate_limited","message":"Too many intents from this agent. Retry after 7 s."}');
+  });
+  const agent = new AgentClient({ url, ca, ...AGENT });
+  t.teardown(() => agent.close());
+  const err = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_limited' }).then(() => null, (e: unknown) => e), 10_000);
+  t.match(err, { name: 'RateLimitedError', code: 'rate_limited', status: 429, retryAfterSeconds: 7, transaction: 'txn_limited' });
+  const read = await within(agent.getActivePolicy().then(() => null, (e: unknown) => e), 10_000);
+  t.match(read, { code: 'rate_limited', retryAfterSeconds: null }, 'a date is not read as seconds');
+});
+
+t.test('an integer beyond 2^53 is refused before any request, the active policy\'s read included', async (t) => {
+  const seen: string[] = [];
+  const url = await server(t, (req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    res.writeHead(500).end();
+  });
+  const agent = new AgentClient({ url, ca, ...AGENT });
+  t.teardown(() => agent.close());
+  const { policy: _none, ...unpinned } = INTENT;
+  await t.rejects(agent.submitIntent({ ...unpinned, action: { action: 'purchase.book', bindings: { n: 9007199254740993 as unknown as bigint } } }), { name: 'RangeError', message: /"n" is an integer beyond 2\^53/ });
+  t.same(seen, [], 'nothing was sent');
+});
+
+t.test('a read-back that is not the transaction is never an outcome: the 503 is thrown, with the read\'s error as its cause', async (t) => {
   const url = await server(t, (req, res) => {
     if (req.method === 'POST') return void res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"commit_unavailable","message":"m"}');
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -274,9 +348,10 @@ t.test('a read-back that is not the transaction is an unexpected answer, never a
   const agent = new AgentClient({ url, ca, ...AGENT, commitRetries: 0 });
   t.teardown(() => agent.close());
   const err = await within(agent.submitIntent({ ...INTENT, transaction: 'txn_readback' }).then((r) => r, (e: unknown) => e), 10_000);
-  t.type(err, UnexpectedResponseError, `not an outcome: ${JSON.stringify(err)}`);
-  t.match((err as Error).message, /the read-back of txn_readback answered a body that is not that transaction/);
-  t.equal((err as UnexpectedResponseError).transaction, 'txn_readback');
+  t.type(err, CommitUnavailableError, `not an outcome, but the 503: whether it landed is still not known (${JSON.stringify(err)})`);
+  t.type((err as Error).cause, UnexpectedResponseError, 'with the read\'s own error as its cause');
+  t.match(((err as Error).cause as Error).message, /the read-back of txn_readback answered a body that is not that transaction/);
+  t.equal((err as CommitUnavailableError).transaction, 'txn_readback');
 });
 
 t.test('a feed gone silent is reconnected after its own idle time-out, and says that time', async (t) => {

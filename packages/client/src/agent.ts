@@ -12,7 +12,8 @@
  *    sent again, up to `commitRetries` times with a doubling delay; a later answer
  *    of the recorded outcome carries `Idempotent-Replayed: true`. If every retry is
  *    answered 503, the transaction is read: found, its outcome is returned; not
- *    found, the 503 is thrown, and the caller may retry later with the same id.
+ *    found, or not told (a 421, a 503 or no answer to the read), the 503 is thrown,
+ *    and the caller may retry later with the same id.
  * 3. Not primary. A 421 is followed across the configured replica addresses by the
  *    transport (see transport.ts), for every request.
  *
@@ -24,7 +25,7 @@ import { call, query, seg } from './call.js';
 import { ApiError, NoAttestationError, TransportError, UnexpectedResponseError, UnreadableAttestationError } from './errors.js';
 import type { components, operations } from './generated/agent-plane.js';
 import { CommitUnavailableError, INT128_PLANS, PolicyPinMismatchError, StalePolicyError } from './generated/contract.js';
-import { assertRuntime, type Plan } from './json.js';
+import { assertRuntime, stringifyJson, type Plan } from './json.js';
 import { pageQuery, pages, type PageOptions } from './pages.js';
 import { Transport, type TransportOptions } from './transport.js';
 
@@ -139,9 +140,21 @@ export class AgentClient {
     const agent = intent.agent ?? this.agent ?? attestationSubject(attestation);
     if (agent === null) throw new UnreadableAttestationError();
     const transaction = intent.transaction ?? newTransactionId();
+    // What cannot be sent (an integer number beyond 2^53) is refused before any request,
+    // the active policy's read included.
+    stringifyJson(intent);
     let pin = intent.policy ?? (await this.getActivePolicy({ attestation })).id;
     const pins: string[] = [];
     let posts = 0;
+    // What the caller needs to retry safely, on any error once the intent was sent: the
+    // id it went with, and how often it went.
+    const stamped = (err: unknown): unknown => {
+      if (err instanceof ApiError || err instanceof TransportError || err instanceof UnexpectedResponseError) {
+        err.attempts = posts;
+        err.transaction = transaction;
+      }
+      return err;
+    };
     for (let attempt = 1; ; attempt++) {
       pins.push(pin);
       const envelope: IntentEnvelope = { ...intent, evidence: intent.evidence ?? [], agent, attestation, transaction, policy: pin };
@@ -150,15 +163,12 @@ export class AgentClient {
         return { ...r, attempts: attempt, pins, posts };
       } catch (err) {
         const stale = err instanceof StalePolicyError || err instanceof PolicyPinMismatchError;
-        if (!stale || attempt >= PIN_ATTEMPTS_MAX) {
-          // What the caller needs to retry safely: the id it went with, and how often it went.
-          if (err instanceof ApiError || err instanceof TransportError || err instanceof UnexpectedResponseError) {
-            err.attempts = posts;
-            err.transaction = transaction;
-          }
-          throw err;
-        }
+        if (!stale || attempt >= PIN_ATTEMPTS_MAX) throw stamped(err);
+      }
+      try {
         pin = (await this.getActivePolicy({ attestation })).id;
+      } catch (err) {
+        throw stamped(err);
       }
     }
   }
@@ -184,9 +194,12 @@ export class AgentClient {
     try {
       read = await this.readBack(envelope);
     } catch (err) {
-      // No answer to the read either: the intent may or may not have landed, as the 503 said.
-      if (err instanceof TransportError) throw unavailable!;
-      throw err;
+      // The read did not say either (no answer, a 421 or a 503 of its own, a body that is
+      // not the transaction): the intent may or may not have landed, as the 503 said. The
+      // read's own error would tell a caller that takes a 421 for "not recorded" to send
+      // it again under a new id; it is kept as the cause.
+      (unavailable as Error).cause ??= err;
+      throw unavailable!;
     }
     if (read === null) throw unavailable!;
     return { outcome: read, replayed: true, readBack: true };
@@ -224,6 +237,9 @@ export class AgentClient {
   /** One page of the attested party's obligations (`owed` by default: open ones and breached repair duties). */
   async listObligations(o: ObligationOptions = {}): Promise<ObligationList> {
     const q = pageQuery(o);
+    if ((o.state ?? 'owed') === 'owed' && (q.limit !== undefined || q.after !== undefined)) {
+      throw new RangeError('limit and after page the states open, breached, discharged and all; what is owed (the default state) is answered whole');
+    }
     return this.read<ObligationList>('/api/v1/obligations', { state: o.state, limit: q.limit, after: q.after }, o, 'listObligations', 'Reading obligations');
   }
 

@@ -43,7 +43,11 @@ export function errorOf(a: Answer): Error {
   }
   // The body is the code's: the class is looked up by the code it holds.
   const Class = (ERROR_CLASSES as unknown as Record<string, (new (status: number, body: ErrorBodyOf<string>) => ApiError) | undefined>)[b.error];
-  return new (Class ?? ApiError)(a.status, body as ErrorBodyOf<string>);
+  const err = new (Class ?? ApiError)(a.status, body as ErrorBodyOf<string>);
+  // Retry-After in seconds (RFC 9110 allows a date too; the node sends seconds).
+  const after = a.headers['retry-after'];
+  if (typeof after === 'string' && /^\d+$/.test(after.trim())) err.retryAfterSeconds = Number(after.trim());
+  return err;
 }
 
 /** Sends a request; resolves with the decoded 2xx body, or rejects with the error of the answer. */

@@ -45,6 +45,11 @@ export class ApiError<C extends string = string> extends Error {
    * was given): a retry with it can never post twice.
    */
   transaction?: string;
+  /**
+   * retryAfterSeconds is the answer's `Retry-After` in whole seconds (a 429
+   * `rate_limited` says when the agent's token is back), or null when it gave none.
+   */
+  retryAfterSeconds: number | null = null;
 
   constructor(readonly status: number, readonly body: ErrorBodyOf<C>) {
     super(body.message);

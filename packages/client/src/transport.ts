@@ -157,9 +157,10 @@ export class Transport {
 
   /**
    * Sends a request and hands back the answer's stream unread (for the log export),
-   * no 421 following. Without `url`, a replica that refuses the connection is passed
-   * over for the next configured one, as `send` does. A stream silent for the
-   * time-out is ended with a TransportError (ETIMEDOUT).
+   * no 421 following. Without `url`, a replica that refuses the connection, or does not
+   * begin an answer to a read within the time-out, is passed over for the next
+   * configured one, as `send` does. A stream silent for the time-out once begun is
+   * ended with a TransportError (ETIMEDOUT).
    */
   async open(method: string, path: string, out: Outgoing = {}, url?: string): Promise<IncomingMessage> {
     if (url !== undefined) return this.openAt(url, method, path, out);
@@ -172,8 +173,12 @@ export class Transport {
         this.current = i;
         return res;
       } catch (err) {
+        // Refused, or no answer begun within the time-out to a read: another replica may
+        // be up. (Once the answer has begun, its lines are the caller's: not passed over.)
         const untried = this.untried(tried);
-        if ((err as TransportError).code !== 'ECONNREFUSED' || untried < 0) throw err;
+        const code = (err as TransportError).code;
+        const again = code === 'ECONNREFUSED' || (NO_ANSWER.has(code) && (method === 'GET' || method === 'HEAD'));
+        if (!again || untried < 0) throw err;
         i = untried;
       }
     }

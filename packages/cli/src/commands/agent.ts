@@ -248,6 +248,9 @@ export function agentCommand(): Command {
   paged(agent.command('obligations').description('the obligations of the attested party (owed by default), a page at a time'))
     .addOption(new Option('--state <state>', 'which ones').choices(['owed', 'open', 'breached', 'discharged', 'all']).default('owed'))
     .action(act<PageFlags & { state: 'owed' | 'open' | 'breached' | 'discharged' | 'all' }>(async ({ s, out }, _args, o) => {
+      if (o.state === 'owed' && (o.limit !== undefined || o.after !== undefined)) {
+        throw new UsageError('--limit and --after page --state open, breached, discharged or all; what is owed (the default) is answered whole.', 'Drop them, or give --state.');
+      }
       const c = s.agent();
       try {
         const l = await listing(o, 'obligations', (p) => c.listObligations({ ...p, state: o.state }));
