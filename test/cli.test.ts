@@ -251,6 +251,9 @@ t.test('list commands page: --limit and --after read one page and say how to rea
   const allObligations = await json(['agent', 'obligations', '--state', 'all', '--limit', '1', '--all'], { APL_ATTESTATION: attestation });
   t.ok(allObligations.body.obligations.length >= 2, 'the obligations of every page');
   t.equal(allObligations.body.next, null);
+  const owedPaged = await apl(['agent', 'obligations', '--limit', '1'], { APL_ATTESTATION: attestation });
+  t.equal(owedPaged.code, EXIT.usage, 'what is owed is answered whole: a page of it is the caller\'s to fix, before any request');
+  t.equal(owedPaged.stderr, 'apl: --limit and --after page --state open, breached, discharged or all; what is owed (the default) is answered whole.\n  Drop them, or give --state.\n');
   for (const bad of ['0', '1001', 'x', '2.5']) {
     const r = await apl(['admin', 'party', 'list', '--limit', bad]);
     t.equal(r.code, EXIT.usage);
