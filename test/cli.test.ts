@@ -63,7 +63,13 @@ t.test('apl agent attest signs with the issuer key it is given; --key, the clien
   const key = await apl(['agent', 'attest', '--key', other]);
   t.equal(key.code, EXIT.usage, 'apl\'s --key is not taken for the issuer\'s');
   t.equal(key.stdout, '', 'and nothing is signed');
-  t.match(key.stderr, /^apl: --key \(APL_KEY\) is the key of a client certificate \(--cert\), not the issuer's key\.\n {2}Give the issuer's private key with --issuer-key <pem>\./);
+  t.match(key.stderr, /^apl: --key is the key of a client certificate \(--cert\), not the issuer's key\.\n {2}Give the issuer's private key with --issuer-key <pem>\./);
+  const withCert = await apl(['agent', 'attest', '--key', other], { APL_CERT: join(dir, 'client.pem'), APL_KEY: join(dir, 'client-key.pem') });
+  t.equal(withCert.code, EXIT.usage, 'refused too where a client certificate is configured, whose --key it would have set');
+  t.equal(withCert.stdout, '');
+  const envKey = await apl(['agent', 'attest', '--issuer-key', other], { APL_KEY: join(dir, 'client-key.pem') });
+  t.equal(envKey.code, EXIT.ok, `APL_KEY in the environment, for the admin plane, is no such mistake: ${envKey.stderr}`);
+  t.ok(signedBy(envKey.stdout.trim(), other));
   const ec = join(dir, 'ec.pem');
   writeFileSync(ec, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }));
   const wrongKind = await apl(['agent', 'attest', '--issuer-key', ec]);

@@ -158,6 +158,7 @@ t.test('a process of another cluster, under the same CA and member id, neither s
   t.equal(await deliver(running, n1, 2), 'stepped', 'the member goes on being heard');
   t.notOk(n1.lines.some((l) => l.event === 'member_restarted' || l.event === 'earlier_start_refused'), 'no start of n2 was taken from the other cluster');
   t.match(n1.lines.find((l) => l.event === 'peer_refused' && l.reason === 'foreign_cluster'), { level: 'warn', from: 'n2', cluster: 'staging' }, 'the refusal is logged');
+  t.equal(n1.lines.filter((l) => l.event === 'peer_refused' && l.reason === 'foreign_cluster').length, 1, 'once, though its process called again and again');
   const foreign = (await n1.metrics.registry.getSingleMetric('apl_peer_refused_total')!.get()).values.find((v) => v.labels.reason === 'foreign_cluster')?.value;
   t.ok(foreign! >= 1, 'and counted');
 });

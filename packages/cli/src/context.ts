@@ -10,6 +10,8 @@ import { Settings, type GlobalOptions } from './settings.js';
 export interface Ctx {
   s: Settings;
   out: Output;
+  /** the command that runs (where an option's value came from: `getOptionValueSourceWithGlobals`). */
+  cmd: Command;
 }
 
 /** The exit code of the command that ran (set by `act`). */
@@ -23,7 +25,7 @@ export function act<O = Record<string, unknown>>(run: Run<O>): (...a: unknown[])
     const globals = cmd.optsWithGlobals() as GlobalOptions & O;
     const s = new Settings(globals);
     const args = a.slice(0, -2).flatMap((x) => (Array.isArray(x) ? x.map(String) : x === undefined ? [] : [String(x)]));
-    const code = await run({ s, out: new Output(s.json) }, args, cmd.opts() as O);
+    const code = await run({ s, out: new Output(s.json), cmd }, args, cmd.opts() as O);
     outcome.exit = code ?? EXIT.ok;
   };
 }

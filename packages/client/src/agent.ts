@@ -197,8 +197,9 @@ export class AgentClient {
       // The read did not say either (no answer, a 421 or a 503 of its own, a body that is
       // not the transaction): the intent may or may not have landed, as the 503 said. The
       // read's own error would tell a caller that takes a 421 for "not recorded" to send
-      // it again under a new id; it is kept as the cause.
-      (unavailable as Error).cause ??= err;
+      // it again under a new id; it is kept as the cause (a lost answer's TransportError
+      // says its socket's error in its code and message).
+      (unavailable as Error).cause = err;
       throw unavailable!;
     }
     if (read === null) throw unavailable!;

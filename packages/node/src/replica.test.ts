@@ -223,7 +223,7 @@ t.test('a cluster member\'s data started as a standalone node is refused, saying
   await member.close();
   await t.rejects(open(true), {
     name: 'ConfigError',
-    message: /^this data directory is n3's, a member of a cluster of 3 \(voters n1, n2, n3\), but the configuration names no other member \(members is empty: a standalone node\)\. Alone it could not commit anything, nor reach the other members: start it with its cluster's members \(members, APL_MEMBERS\) and cluster_id, as the cluster runs it\./,
+    message: /^this data directory is n3's, a member of a cluster of 3 \(voters n1, n2, n3\), but its configuration's members name no other member \(a standalone node\)\. Alone it could not commit anything, nor reach the other members: start it with its cluster's members \(members, APL_MEMBERS\) and cluster_id, as the cluster runs it\./,
   }, 'refused at start, not failed at its first message');
   const again = await open(false);
   t.equal(again.starts, 2, 'the refused start was not counted, and the directory opens as the member it is');

@@ -1374,7 +1374,7 @@ function outcomeLabel(a: Applied): string {
 function memberStartedAlone(self: NodeId, conf: ConfState): string {
   const learners = conf.learners.length > 0 ? `; learners ${conf.learners.join(', ')}` : '';
   return `this data directory is ${self}'s, a member of a cluster of ${conf.voters.length} (voters ${conf.voters.join(', ')}${learners}), `
-    + 'but the configuration names no other member (members is empty: a standalone node). Alone it could not commit anything, nor reach the other members: '
+    + 'but its configuration\'s members name no other member (a standalone node). Alone it could not commit anything, nor reach the other members: '
     + 'start it with its cluster\'s members (members, APL_MEMBERS) and cluster_id, as the cluster runs it. '
     + 'A copy of one member\'s data is started with copies of the others, taken together (docs/operations.md, "Backups")';
 }

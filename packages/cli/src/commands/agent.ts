@@ -136,11 +136,13 @@ export function agentCommand(): Command {
     .option('--aud <audience>', 'audience', 'agent-plane-ledger')
     .option('--ttl <seconds>', 'lifetime in seconds (a node refuses one beyond its attestation_lifetime_max_s, a day by default)', '3600')
     .option('--jti <id>', 'token id (default: random)')
-    .action(act<{ issuerKey?: string; iss?: string; sub?: string; cap: string; aud: string; ttl: string; jti?: string }>(async ({ s, out }, _args, o) => {
-      // --key is apl's own option, the key of a client certificate (--cert): given here
-      // alone, it was meant as the issuer's, and signing with another would mislead.
-      if (s.o.key !== undefined && s.o.cert === undefined) {
-        throw new UsageError('--key (APL_KEY) is the key of a client certificate (--cert), not the issuer\'s key.', 'Give the issuer\'s private key with --issuer-key <pem>.');
+    .action(act<{ issuerKey?: string; iss?: string; sub?: string; cap: string; aud: string; ttl: string; jti?: string }>(async ({ s, out, cmd }, _args, o) => {
+      // --key is apl's own option, the key of a client certificate (--cert), which a
+      // command that sends nothing has no use for: typed here, it was meant as the
+      // issuer's, and signing with another key would mislead. (APL_KEY in the
+      // environment, for the admin plane's certificate, is no such mistake.)
+      if (cmd.getOptionValueSourceWithGlobals('key') === 'cli') {
+        throw new UsageError('--key is the key of a client certificate (--cert), not the issuer\'s key.', 'Give the issuer\'s private key with --issuer-key <pem>.');
       }
       const f = issuerFiles(s.issuerDir);
       const profile = existsSync(f.profile) ? (JSON.parse(readFileSync(f.profile, 'utf8')) as { issuer?: string; agent?: string }) : {};

@@ -162,6 +162,8 @@ const CLUSTER_KEY = 'apl-cluster';
 const SUPERSEDED_KEY = 'apl-superseded';
 /** the refusals of an earlier start of one member are logged at most once in this time. */
 const SUPERSEDED_LOG_MS = 10_000;
+/** the (member, cluster) pairs whose last refusal is remembered, so that many misaddressed processes keep the map small. */
+const FOREIGN_LOGGED_MAX = 64;
 
 /** Which start of a member a process is: its data directory's start count, and a random tag. */
 export interface Incarnation {
@@ -244,12 +246,12 @@ export function refusalDetails(name: NodeId | null, self: NodeId): string {
   return `the certificate names ${name}, which is not a member of this cluster (not added yet, or removed: a removed member never is one again)`;
 }
 
-/** A PERMISSION_DENIED status saying why. */
 /** What a failed call says, without the empty "Resolution note: " grpc-js ends a connection failure with. */
 export function callError(err: Pick<grpc.ServiceError, 'details' | 'message'>): string {
   return (err.details || err.message).replace(/\.? ?Resolution note: ?$/, '');
 }
 
+/** A PERMISSION_DENIED status saying why. */
 function denied(details: string): grpc.StatusObject {
   return { code: grpc.status.PERMISSION_DENIED, details, metadata: new grpc.Metadata() };
 }
@@ -270,6 +272,8 @@ export class PeerMesh {
   readonly tag = randomBytes(8).toString('hex');
   /** by member: the latest start of it heard from */
   private readonly heard = new Map<NodeId, Heard>();
+  /** when a call of another cluster was last logged, by its member and cluster: once in SUPERSEDED_LOG_MS each. */
+  private readonly foreignLogged = new Map<string, number>();
   /** the port the listener bound (the configured one, or the one the system chose for 0). */
   port = 0;
 
@@ -411,7 +415,14 @@ export class PeerMesh {
     const cluster = call.metadata.get(CLUSTER_KEY);
     if (cluster.length > 0 && cluster[0] !== this.o.clusterId) {
       const theirs = String(cluster[0]);
-      this.refuse('foreign_cluster', { from, peer: call.getPeer(), cluster: theirs }, 'a peer call of another cluster was refused');
+      // Its process calls again at every reconnect: counted each time, logged once in a while.
+      const key = `${from} ${theirs}`;
+      const now = Date.now();
+      if (now - (this.foreignLogged.get(key) ?? -Infinity) >= SUPERSEDED_LOG_MS) {
+        if (this.foreignLogged.size >= FOREIGN_LOGGED_MAX) this.foreignLogged.clear();
+        this.foreignLogged.set(key, now);
+        this.refuse('foreign_cluster', { from, peer: call.getPeer(), cluster: theirs }, 'a peer call of another cluster was refused');
+      } else this.o.metrics.peerRefused.inc({ reason: 'foreign_cluster' });
       return { refused: denied(`this is ${this.o.self} of cluster ${this.o.clusterId}, and the call is of cluster ${theirs}: a peer address of another cluster points here`) };
     }
     const named = call.metadata.get(INCARNATION_KEY);
