@@ -133,9 +133,17 @@ export interface AttestClaims {
   jti?: string | undefined;
 }
 
-/** Signs a PASETO v4.public capability attestation with the issuer's key. */
+/** Signs a PASETO v4.public capability attestation with the issuer's key; a key that is not an Ed25519 private key is a usage error. */
 export async function mintAttestation(keyFile: string, c: AttestClaims): Promise<string> {
-  const pkcs8 = createPrivateKey(readFileSync(keyFile)).export({ type: 'pkcs8', format: 'der' });
+  const ed25519 = 'An issuer key is an Ed25519 private key in PEM: openssl genpkey -algorithm ed25519 -out <pem> makes one.';
+  let read: KeyObject;
+  try {
+    read = createPrivateKey(readFileSync(keyFile));
+  } catch (err) {
+    throw new UsageError(`Cannot read the issuer key ${keyFile}: ${(err as Error).message}.`, ed25519);
+  }
+  if (read.asymmetricKeyType !== 'ed25519') throw new UsageError(`The issuer key ${keyFile} is ${read.asymmetricKeyType === undefined ? 'not a private key' : `an ${read.asymmetricKeyType.toUpperCase()} key`}, not Ed25519.`, ed25519);
+  const pkcs8 = read.export({ type: 'pkcs8', format: 'der' });
   const key = await SecretKeyFromCryptoKey(await crypto.subtle.importKey('pkcs8', pkcs8, 'Ed25519', true, ['sign']));
   const now = Date.now();
   const claims = {

@@ -12,7 +12,7 @@ import type { Applied, Operation } from '@apl/core';
 import type { ConfChange } from '@apl/raft';
 import { adminApp, type AdminPrincipal } from './admin-plane.js';
 import { Attestor } from './attest.js';
-import { ConfigError, type Config, tlsFiles } from './config.js';
+import { ConfigError, envName, type Config, tlsFiles } from './config.js';
 import { ApiError, type ErrorCode } from './errors.js';
 import { Feeds } from './feed.js';
 import { ForwardFailed, ForwardRefused, PeerMesh } from './peer/mesh.js';
@@ -342,7 +342,7 @@ export function readTls(files: { ca: string; cert: string; key: string }, member
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       const next = code === 'ENOENT' ? `; put it there, or make development certificates: certs/dev-certs.sh ${dirname(file)} ${nodeId ?? '<node_id>'} (dev_setup: true makes them in the data directory)` : '';
-      throw new ConfigError(`${what} (APL_${what.replace('.', '_').toUpperCase()}): ${file} cannot be read (${code ?? (err as Error).message})${next}`);
+      throw new ConfigError(`${what} (${envName(what.split('.'))}): ${file} cannot be read (${code ?? (err as Error).message})${next}`);
     }
   };
   const ca = read('tls.ca', files.ca);

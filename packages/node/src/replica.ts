@@ -350,8 +350,8 @@ export class Replica {
     }, boot);
     // A member's data started as a standalone node (no members configured: no peer mesh)
     // could reach none of the others, and failed at its first message to one.
-    const others = [...raft.status().conf.voters, ...raft.status().conf.learners].filter((id) => id !== opts.id);
-    const refusal = opts.standalone && others.length > 0 ? memberStartedAlone(opts.id, raft.status().conf) : null;
+    const conf = raft.status().conf;
+    const refusal = opts.standalone && [...conf.voters, ...conf.learners].some((id) => id !== opts.id) ? memberStartedAlone(opts.id, conf) : null;
     // Counted once every check has passed: a start refused counts none.
     let starts = 0;
     try {
@@ -745,8 +745,7 @@ export class Replica {
     if (to === null) throw new ApiError('invalid_transition', `${this.opts.id} is the primary and no other voter is caught up to take over; nothing was changed.`, { id: this.opts.id });
     this.transferLeadership(to);
     await this.transferEnded();
-    const leader = this.raft.status().leader;
-    const done = leader !== null && leader !== this.opts.id;
+    const { leader, done } = this.handedOver();
     this.opts.log.info({ event: 'leadership_handed_over', to, done, leader, reason: 'removal' },
       done ? `leadership handed over to ${leader}, which is asked to remove ${this.opts.id}`
         : `leadership transfer to ${to} did not end with another primary (${leader === null ? 'none is known' : 'this member still leads'}): ${this.opts.id} is not removed`);
@@ -832,16 +831,23 @@ export class Replica {
     }
     this.kick();
     await this.transferEnded();
-    // Handed over only if another member leads: a member that lost its leadership to an
-    // election nobody won (the transferee stopping too) knows no primary.
-    const leader = this.raft.status().leader;
-    const done = leader !== null && leader !== this.opts.id;
+    const { leader, done } = this.handedOver();
     this.opts.log.info(
       { event: 'leadership_handed_over', to, done, leader },
       done ? 'leadership handed over before stopping'
         : leader === null ? `leadership transfer to ${to} ended with no primary known after an election timeout (${to} stopping too, or unreachable); stopping without a hand-over`
           : `leadership transfer to ${to} abandoned after an election timeout (it did not take over: stopping too, or unreachable); stopping without it`,
     );
+  }
+
+  /**
+   * After a transfer ended: the primary known, and whether leadership was handed over,
+   * which needs another member to lead (a member that lost its leadership to an election
+   * nobody won, the transferee stopping too, knows no primary).
+   */
+  private handedOver(): { leader: NodeId | null; done: boolean } {
+    const leader = this.raft.status().leader;
+    return { leader, done: leader !== null && leader !== this.opts.id };
   }
 
   async close(): Promise<void> {

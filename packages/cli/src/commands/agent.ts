@@ -2,7 +2,6 @@
  * Agent commands: mint a development attestation, submit an intent (from a file or
  * from flags), and the party-scoped reads.
  */
-import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
@@ -148,14 +147,6 @@ export function agentCommand(): Command {
       const profile = existsSync(f.profile) ? (JSON.parse(readFileSync(f.profile, 'utf8')) as { issuer?: string; agent?: string }) : {};
       const key = resolve(o.issuerKey ?? f.key);
       if (!existsSync(key)) throw new UsageError(`There is no issuer key at ${key}.`, 'apl dev init makes a development issuer; or give --issuer-key <pem>.');
-      const ed25519 = 'An issuer key is an Ed25519 private key in PEM: openssl genpkey -algorithm ed25519 -out <pem> makes one.';
-      let read: KeyObject;
-      try {
-        read = createPrivateKey(readFileSync(key));
-      } catch (err) {
-        throw new UsageError(`Cannot read the issuer key ${key}: ${(err as Error).message}.`, ed25519);
-      }
-      if (read.asymmetricKeyType !== 'ed25519') throw new UsageError(`The issuer key ${key} is ${read.asymmetricKeyType === undefined ? 'not a private key' : `an ${read.asymmetricKeyType.toUpperCase()} key`}, not Ed25519.`, ed25519);
       const issuer = o.iss ?? profile.issuer;
       const subject = o.sub ?? profile.agent;
       if (!issuer || !subject) throw new UsageError('The issuer or the agent is not known.', 'Give --iss and --sub, or run apl dev init first.');
