@@ -8,7 +8,8 @@
 // segment a compaction frees is used again, and what it held before never reads as the
 // log, also after a crash; segments written before seeds are read and appended to as
 // they were written, and never used again; a durable save is one write through O_DSYNC,
-// with the bytes no sync has covered before it.
+// with the bytes no sync has covered before it; a spare still all zeros is kept at
+// open, and one a write reached is made again.
 import { constants, readFileSync, readlinkSync } from 'node:fs';
 import { appendFile, mkdtemp, open, readdir, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -283,6 +284,42 @@ t.test('segments made ahead of need and temporary files left by a crash are clea
   await s.close();
 });
 
+t.test('a spare still all zeros is kept at open, not made again; one a write reached is made again', async (t) => {
+  const dir = await tempDir(t);
+  let s = await WalLogStore.open(dir, SMALL);
+  await fill(s, 8);
+  await s.close();
+  const names = await segments(dir);
+  const spare = join(dir, names.at(-1)!);
+  const made = await stat(spare);
+  t.equal(made.size, SMALL.segmentBytes, 'the spare was made ahead of need');
+  s = await WalLogStore.open(dir, SMALL);
+  t.same(indexes(await s.load()), [1, 2, 3, 4, 5, 6, 7, 8]);
+  t.same(await segments(dir), names, 'no segment was added or dropped');
+  t.equal((await stat(spare)).ino, made.ino, 'the spare is the file made before the restart');
+  t.equal((await stat(spare)).mtimeMs, made.mtimeMs, 'and nothing wrote it again');
+  await s.close();
+  // A crash in the first write to a new segment can leave a later sector of it without the first.
+  const fh = await open(spare, 'r+');
+  await fh.write(new Uint8Array([7]), 0, 1, SMALL.segmentBytes - 1);
+  await fh.close();
+  s = await WalLogStore.open(dir, SMALL);
+  t.same(indexes(await s.load()), [1, 2, 3, 4, 5, 6, 7, 8]);
+  await s.save(batch({ hardState: hs(1, 'a', 9), entries: ents([1], 9) }));
+  await s.close();
+  t.equal(lastNonZero(await readFile(spare), 0), -1, 'a spare a write reached is dropped and made again, of zeros');
+  s = await WalLogStore.open(dir, SMALL);
+  t.same(indexes(await s.load()), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  // Written until the kept spare is taken: the log goes on into it, and reads back whole.
+  const more = Array.from({ length: 60 }, (_, k) => ({ index: 10 + k, term: 1, data: bytes(String(10 + k).padEnd(100, '.')) }));
+  for (let i = 0; i < more.length; i += 4) await s.save(batch({ hardState: hs(1, 'a', 10 + i + 3), entries: more.slice(i, i + 4) }));
+  await s.close();
+  s = await WalLogStore.open(dir, SMALL);
+  t.same(indexes(await s.load()), Array.from({ length: 69 }, (_, k) => k + 1));
+  t.ok((await segments(dir)).length > names.length, 'across the segments that followed');
+  await s.close();
+});
+
 t.test('the identity is kept beside the log', async (t) => {
   const dir = await tempDir(t);
   let s = await WalLogStore.open(dir);
@@ -465,6 +502,34 @@ t.test('freed segments kept at a close are used again after reopening; more than
   t.equal(b.entries[0]!.index, 191);
   t.same(indexes(b), range(191, b.entries.at(-1)!.index), 'the log is contiguous after the snapshot');
   await s.close();
+});
+
+t.test('a spare found at open that is a freed segment used again is dropped, and the next spare is another freed one, not a new file', async (t) => {
+  const dir = await tempDir(t);
+  let s = await WalLogStore.open(dir, SMALL);
+  await fill(s, 200);
+  await s.saveSnapshot(snapshot(190, 1));
+  await s.settled();
+  const kept = await inodes(dir, await freed(dir));
+  t.equal(kept.size, 2);
+  // Written until a freed segment is the spare: the one after the last that holds records.
+  for (let i = 201; ; i++) {
+    const names = await segments(dir);
+    const spare = (await inodes(dir, names.slice(-1))).keys().next().value!;
+    if (kept.has(spare) && (await freed(dir)).length === 1) break;
+    if (i > 400) throw new Error('no freed segment became the spare');
+    await s.save(batch({ hardState: hs(1, 'a', i), entries: [{ index: i, term: 1, data: bytes('x'.repeat(100)) }] }));
+  }
+  const last = (await s.load()).entries.at(-1)!.index;
+  await s.close();
+  const spare = (await segments(dir)).at(-1)!;
+  s = await WalLogStore.open(dir, SMALL);
+  t.equal((await s.load()).entries.at(-1)!.index, last);
+  await s.close();
+  t.same(await freed(dir), [], 'the other freed segment became the spare');
+  const now = await inodes(dir, (await segments(dir)).slice(-1));
+  t.equal((await segments(dir)).at(-1), spare, 'under the same number');
+  t.ok(kept.has(now.keys().next().value!), 'the file of a freed segment, not a new one');
 });
 
 t.test('a durable save is one write through O_DSYNC, with the bytes no sync covered before it', { skip: process.platform !== 'linux' && 'reads /proc/self' }, async (t) => {

@@ -43,7 +43,9 @@
 // the segment's earlier life never checks under its new number (a CRC's start value
 // changes the result for every input), and reads as the end of the log. Segments
 // written before seeds have seed 0 (a plain CRC-32): a segment whose first record
-// checks only that way is read and appended to that way, and is never used again.
+// checks only that way is read and appended to that way, and is never used again. A
+// spare made ahead of need and still all zeros at open is kept as the spare: a restart
+// does not make one again.
 //
 // A crash can leave a torn record at the end of the last segment (it was never
 // acknowledged: its write had not returned from fdatasync). open() stops the log at the
@@ -526,8 +528,13 @@ export class WalLogStore implements LogStore {
     }
     const { boot, end } = await this.read(this.segments);
     // The segments after the last record were made ahead of need (or their head was torn
-    // by a crash): never acknowledged, dropped, and made again when needed.
-    while (this.segments.length > end.segment + 1) await rm(this.segments.pop()!.path, { force: true });
+    // by a crash): never acknowledged. The one right after it may become the spare
+    // (keepSpare); the others are dropped, and made again when needed.
+    const next = end.pos > 0 ? this.segments[end.segment + 1] : undefined;
+    while (this.segments.length > end.segment + 1) {
+      const s = this.segments.pop()!;
+      if (s !== next) await rm(s.path, { force: true });
+    }
     this.boot = boot;
     this.written.hardState = { ...boot.hardState };
     this.offset = boot.snapshot?.meta.index ?? 0;
@@ -550,7 +557,27 @@ export class WalLogStore implements LogStore {
       await this.endSegment();
       await this.closeSegment();
     }
-    this.makeSpare();
+    if (next === undefined) this.makeSpare();
+    else this.keepSpare(next);
+  }
+
+  /**
+   * Takes `seg`, the spare found after the last record at open, as the spare when it is
+   * still the zeros it was made of, so that a restart does not write and sync a whole
+   * segment again; otherwise (a write reached it, or it is a freed one used again) it is
+   * dropped, and the spare is made as makeSpare makes it. Checked beside the start, as a
+   * spare is made: the cut that needs it waits for it.
+   */
+  private keepSpare(seg: Segment): void {
+    const spare = (async (): Promise<Segment> => {
+      if (await madeAndUnwritten(seg.path, this.segmentBytes)) return { ...seg, size: this.segmentBytes, maxIndex: 0, seed: seedOf(seg.seq) };
+      await rm(seg.path, { force: true });
+      const free = this.free.shift();
+      return free === undefined ? this.makeSegment(seg.seq, this.segmentBytes) : this.reuse(free, seg.seq);
+    })();
+    // An error surfaces at the cut that needs the spare.
+    spare.catch(() => undefined);
+    this.spare = spare;
   }
 
   /**
@@ -814,6 +841,29 @@ async function zeroTail(fh: FileHandle, from: number, last: number): Promise<num
   await writeAll(fh, new Uint8Array(last + 1 - from), from);
   await fh.datasync();
   return last + 1 - from;
+}
+
+/**
+ * Whether the segment at `path` is one makeSegment made and nothing wrote: `size`
+ * bytes, all zero. Read whole, not by its first record alone: a crash during the first
+ * write to a new segment can leave a later sector of that write on the disk without the
+ * first, and such records, under the seed the segment would have again, must not
+ * follow its next life's records.
+ */
+async function madeAndUnwritten(path: string, size: number): Promise<boolean> {
+  const fh = await open(path, 'r');
+  try {
+    if ((await fh.stat()).size !== size) return false;
+    const chunk = new Uint8Array(Math.min(ZERO_CHUNK, size));
+    for (let at = 0; at < size; at += chunk.length) {
+      const part = chunk.subarray(0, Math.min(chunk.length, size - at));
+      await readAll(fh, part, at);
+      if (lastNonZero(part, 0) !== -1) return false;
+    }
+    return true;
+  } finally {
+    await fh.close();
+  }
 }
 
 /**
