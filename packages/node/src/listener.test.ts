@@ -2,7 +2,8 @@
 // its connection (Connection: close), so that a client kept alive cannot send another
 // request on it; and a connection still open after the grace period is cut. And that
 // what a listener refuses before a request reaches its plane is answered and told; and
-// that one client address holds at most its share of a listener's connections.
+// that one client address holds at most its share of a listener's connections; and
+// that loading the node loads no part of Node.js's fetch.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -12,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CERT_SCRIPT } from './devsetup.js';
 import { closeListener, limitedServer, listen, listenerUrl, sourceAddress } from './listener.js';
 
@@ -196,3 +198,13 @@ t.test('a client that asks for HTTP/1.0 by ALPN is served in HTTP/1.0', async (t
     t.match(answer, /^HTTP\/1\.[01] 200 /, 'and answered');
   }
 });
+
+t.test('loading the node loads no part of Node.js\'s fetch (an ES import of node:http would, about 50 ms on each thread)', async (t) => {
+  // The compiled package, as a node process loads it, in a process of its own without tap's hooks.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('_TAPJS')));
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', "await import('@apl/node'); console.log(JSON.stringify(process.moduleLoadList.filter((m) => m.includes('undici'))))"], {
+    cwd: fileURLToPath(new URL('../../..', import.meta.url)), env, encoding: 'utf8',
+  });
+  t.same(JSON.parse(out), []);
+});
+

@@ -7,12 +7,21 @@
  * open at once (Node.js closes one beyond it as soon as it is accepted), and at most
  * `connections_per_source_max` of them from one client address (closed as accepted too).
  */
-import { maxHeaderSize, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server, type ServerOptions } from 'node:https';
+import { createRequire } from 'node:module';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Config } from './config.js';
 import { JSON_TYPE, endLingering } from './http.js';
 import type { ConnectionRefusal } from './metrics.js';
+
+/**
+ * The most bytes of a request line and headers Node.js reads (--max-http-header-size).
+ * Read through require: an ES import of node:http evaluates every export it has, and
+ * its WebSocket and event classes load Node.js's fetch implementation, about 50 ms on
+ * each thread that starts a plane, for nothing a node uses.
+ */
+const { maxHeaderSize } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
 /** Told of each connection a listener refuses or closes before a request reaches its plane (counted in the metrics). */
 export type OnRefused = (reason: ConnectionRefusal) => void;
