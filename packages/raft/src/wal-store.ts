@@ -383,10 +383,24 @@ export class WalLogStore implements LogStore {
     this.unsynced = null;
   }
 
-  private makeSpare(): void {
+  /**
+   * Makes the next segment ahead of need: a freed one renamed when one is kept, a new
+   * file of zeros otherwise. `found`, the spare found after the last record at open, is
+   * the spare itself when it is still the zeros it was made of, so that a restart does
+   * not write and sync a whole segment again; otherwise (a write reached it, or it is a
+   * freed one used again) it is dropped first. Beside the writes: the cut that needs
+   * the spare waits for it.
+   */
+  private makeSpare(found?: Segment): void {
     const seq = this.segments.at(-1)!.seq + 1;
-    const free = this.free.shift();
-    const spare = free === undefined ? this.makeSegment(seq, this.segmentBytes) : this.reuse(free, seq);
+    const spare = (async (): Promise<Segment> => {
+      if (found !== undefined) {
+        if (await madeAndUnwritten(found.path, this.segmentBytes)) return { ...found, size: this.segmentBytes, maxIndex: 0, seed: seedOf(seq) };
+        await rm(found.path, { force: true });
+      }
+      const free = this.free.shift();
+      return free === undefined ? this.makeSegment(seq, this.segmentBytes) : this.reuse(free, seq);
+    })();
     // An error surfaces at the cut that needs the spare.
     spare.catch(() => undefined);
     this.spare = spare;
@@ -529,7 +543,7 @@ export class WalLogStore implements LogStore {
     const { boot, end } = await this.read(this.segments);
     // The segments after the last record were made ahead of need (or their head was torn
     // by a crash): never acknowledged. The one right after it may become the spare
-    // (keepSpare); the others are dropped, and made again when needed.
+    // (makeSpare); the others are dropped, and made again when needed.
     const next = end.pos > 0 ? this.segments[end.segment + 1] : undefined;
     while (this.segments.length > end.segment + 1) {
       const s = this.segments.pop()!;
@@ -557,27 +571,7 @@ export class WalLogStore implements LogStore {
       await this.endSegment();
       await this.closeSegment();
     }
-    if (next === undefined) this.makeSpare();
-    else this.keepSpare(next);
-  }
-
-  /**
-   * Takes `seg`, the spare found after the last record at open, as the spare when it is
-   * still the zeros it was made of, so that a restart does not write and sync a whole
-   * segment again; otherwise (a write reached it, or it is a freed one used again) it is
-   * dropped, and the spare is made as makeSpare makes it. Checked beside the start, as a
-   * spare is made: the cut that needs it waits for it.
-   */
-  private keepSpare(seg: Segment): void {
-    const spare = (async (): Promise<Segment> => {
-      if (await madeAndUnwritten(seg.path, this.segmentBytes)) return { ...seg, size: this.segmentBytes, maxIndex: 0, seed: seedOf(seg.seq) };
-      await rm(seg.path, { force: true });
-      const free = this.free.shift();
-      return free === undefined ? this.makeSegment(seg.seq, this.segmentBytes) : this.reuse(free, seg.seq);
-    })();
-    // An error surfaces at the cut that needs the spare.
-    spare.catch(() => undefined);
-    this.spare = spare;
+    this.makeSpare(next);
   }
 
   /**
