@@ -3,11 +3,11 @@
 // ledger's core with pgbench, prints a row per level with latencies and CPU from both
 // sides, and leaves no server and no directory behind, also when stopped by Ctrl-C.
 import t from 'tap';
-import { spawn, spawnSync } from 'node:child_process';
-import { once } from 'node:events';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { interruptBench } from './support/interrupt.js';
 import { REPO } from './support/process.js';
 
 t.setTimeout(120_000);
@@ -38,21 +38,11 @@ t.test('Ctrl-C stops the reference at once: pgbench, the server and its director
   const out = mkdtempSync(join(tmpdir(), 'apl-bench-out-'));
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
   const before = new Set(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-pgref-')));
-  const child = spawn(process.execPath, [join(REPO, 'test/dist/bench/reference.bench.js'), '--concurrency', '1', '--seconds', '90', '--out', out, '--label', 'stopped'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => child.kill('SIGKILL'));
-  let stdout = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   // The table's head is printed just before the first level's 90 s of pgbench begin.
-  for (let waited = 0; !/^\|---/m.test(stdout) && waited < 600; waited++) await new Promise((r) => setTimeout(r, 100));
-  t.match(stdout, /^\|---/m, 'the measured levels have begun');
-  await new Promise((r) => setTimeout(r, 1000));
-  const signalled = performance.now();
-  child.kill('SIGINT');
-  const [, signal] = await exited;
-  const seconds = (performance.now() - signalled) / 1000;
-  t.equal(signal, 'SIGINT', 'it ends by the signal');
-  t.ok(seconds < 30, `in ${seconds.toFixed(1)} s, not at the end of pgbench's 90`);
+  const r = await interruptBench(join(REPO, 'test/dist/bench/reference.bench.js'), ['--concurrency', '1', '--seconds', '90', '--out', out, '--label', 'stopped']);
+  t.ok(r.began, 'the measured levels have begun');
+  t.equal(r.signal, 'SIGINT', 'it ends by the signal');
+  t.ok(r.seconds < 30, `in ${r.seconds.toFixed(1)} s, not at the end of pgbench's 90`);
   t.same(readdirSync(tmpdir()).filter((f) => f.startsWith('apl-pgref-') && !before.has(f)), [], "the server's directory is removed");
   t.equal(spawnSync('pgrep', ['-f', 'apl-pgref-'], { encoding: 'utf8' }).stdout.trim(), '', 'no server and no pgbench left running');
 });
