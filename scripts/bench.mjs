@@ -19,6 +19,7 @@ const ABOUT = {
   raft: 'the Raft core in a simulated three-node group, in memory',
   frontend: "the agent plane's front end alone (TLS, HTTP, parse, schemas) beside the whole node: what a thread of its own could take",
   wake: 'what waking another thread costs the waker here (the handoffs the node makes for every Ready)',
+  etcd: "the cluster target's reference on this machine: a three-member etcd committing small writes, closed loop (needs etcd)",
   reference: "the standalone target's reference on this machine: a PostgreSQL ledger's core under pgbench (needs PostgreSQL)",
 };
 const all = readdirSync(dir).filter((f) => f.endsWith('.bench.js')).sort();
