@@ -68,6 +68,7 @@ t.test('bad options and values are refused before anything starts', async (t) =>
     ['test/dist/bench/etcd.bench.js', ['--to', 'nowhere'], '--to nowhere: expected all or leader'],
     ['test/dist/bench/etcd.bench.js', ['--keys', '100000000'], '--keys 100000000: its largest key needs more than --key-bytes 8'],
     ['test/dist/bench/etcd.bench.js', ['--etcd-bin', '/nonexistent/etcd'], '--etcd-bin /nonexistent/etcd: no such file'],
+    ['test/dist/bench/etcd.bench.js', ['--etcd-bin', '/bin/false'], '--etcd-bin /bin/false: it does not run as etcd (its --version does not begin "etcd Version:")'],
     ['test/dist/bench/wake.bench.js', ['--count', '5'], '--count 5: expected a whole number of at least 500'],
     ['test/dist/bench/intents.bench.js', ['--main', '/nonexistent/main.js'], '--main /nonexistent/main.js: no such file'],
     ['test/dist/bench/intents.bench.js', ['--runtime', '/nonexistent/node'], '--runtime /nonexistent/node: it does not run as a Node.js'],

@@ -25,7 +25,7 @@
  * It needs etcd (Debian: `apt-get install etcd-server`), found on the PATH or where
  * --etcd-bin says.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -62,6 +62,9 @@ if (a.to !== 'all' && a.to !== 'leader') args.refuse(`--to ${a.to}: expected all
 if (String(keySpace - 1).length + 1 > keyBytes) args.refuse(`--keys ${keySpace}: its largest key needs more than --key-bytes ${keyBytes}`);
 const bin = a['etcd-bin'] ?? onPath('etcd') ?? args.refuse('etcd was not found on the PATH: install it (Debian: apt-get install etcd-server), or name it with --etcd-bin');
 if (!existsSync(bin)) args.refuse(`--etcd-bin ${bin}: no such file`);
+const versionLine = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout?.split('\n')[0] ?? '';
+if (!versionLine.startsWith('etcd Version:')) args.refuse(`--etcd-bin ${bin}: it does not run as etcd (its --version does not begin "etcd Version:")`);
+const version = versionLine.replace(/^etcd Version:\s*/, '');
 
 // The options are good: now what the run needs.
 const grpc = await import('@grpc/grpc-js');
@@ -101,7 +104,6 @@ interface Row {
 
 const report = new Report('etcd');
 const print = report.print;
-const version = execFileSync(bin, ['--version'], { encoding: 'utf8' }).split('\n')[0]!.replace(/^etcd Version:\s*/, '');
 const members: Member[] = [];
 const rows: Row[] = [];
 let disk: ReturnType<typeof syncedWrites> | null = null;
@@ -179,7 +181,11 @@ function startMember(name: string, p: { client: number; peer: number; metrics: n
 async function ready(m: Member): Promise<void> {
   const deadline = performance.now() + READY_MS_MAX;
   for (;;) {
-    if (m.process.exitCode !== null || m.process.signalCode !== null) throw new Error(`etcd member ${m.name} exited (${m.process.exitCode ?? m.process.signalCode}); its log: ${join(dir, `${m.name}.log`)}`);
+    if (m.process.exitCode !== null || m.process.signalCode !== null) {
+      // The run's directory goes with the run: the log's end is said here.
+      const log = readFileSync(join(dir, `${m.name}.log`), 'utf8').trimEnd().split('\n').slice(-5).join('\n');
+      throw new Error(`etcd member ${m.name} exited (${m.process.exitCode ?? m.process.signalCode}); the end of its log:\n${log}`);
+    }
     const health = await fetch(`http://127.0.0.1:${m.metrics}/health`).then((r) => r.text(), () => '');
     if (/"health":\s*"true"/.test(health)) return;
     if (performance.now() > deadline) throw new Error(`etcd member ${m.name} was not healthy within ${READY_MS_MAX} ms`);
