@@ -274,14 +274,16 @@ async function load(targets: InstanceType<typeof grpc.Client>[], concurrency: nu
   return { puts: sorted.length, perSecond: sorted.length / took, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1) ?? 0 };
 }
 
-/** Stops a member (SIGTERM, then SIGKILL after 10 s) and waits for it to exit. */
+/**
+ * Stops a member and waits for it to exit. SIGKILL: its directory is removed next, and a
+ * member stopped by SIGTERM first hands its leadership on, or waits to, while the others
+ * stop too (seven seconds here).
+ */
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  child.kill('SIGKILL');
   await exited;
-  clearTimeout(timer);
 }
 
 /** The first file named `program` in a directory of the PATH, or null. */
