@@ -36,6 +36,15 @@ t.test('one level of load and one failover, in the table and in the files', asyn
   const share = Number(row[1]!.replace(/,/g, '')) / Number(disk?.[1]?.replace(/,/g, ''));
   t.ok(Math.abs(Number(row[17]) - share) < 0.01 + share * 0.01, `intents/s ÷ the disk's synced writes/s: ${row[17]}, from the figures printed ${share.toFixed(3)}`);
 
+  // Each member's CPU per request by thread, a line per member under the table.
+  const threads = [...r.stdout.matchAll(/^ {2}4 in flight, (n[123])( \(primary\))?: (.*)$/gm)];
+  t.same(threads.map((m) => m[1]).sort(), ['n1', 'n2', 'n3'], 'a line of threads per member');
+  t.equal(threads.filter((m) => m[2] !== undefined).length, 1, 'one of them the primary');
+  for (const m of threads) {
+    t.match(m[3], /^[^;,]+ \d+\.\d{3} ms, slept \d+\.\d×(; [^;,]+ \d+\.\d{3} ms, slept \d+\.\d×)*$/, `${m[1]}: each thread's CPU and sleeps: ${m[3]}`);
+    t.match(m[3], /(^|; )main \d/, `${m[1]}: its JavaScript thread among them`);
+    t.match(m[3], /; apl-agent \d|^apl-agent \d/, `${m[1]}: and its agent plane's thread`);
+  }
   const failover = /^failover \(SIGKILL of the primary to the first intent committed by the next\): (\d+) ms; median (\d+) ms, max (\d+) ms$/m.exec(r.stdout);
   t.ok(failover, 'the failover, timed');
   t.ok(Number(failover?.[1]) > 0 && failover?.[1] === failover?.[3], `one failover: ${failover?.[0]}`);
@@ -44,7 +53,7 @@ t.test('one level of load and one failover, in the table and in the files', asyn
   const table = readFileSync(join(out, 'cluster-t.md'), 'utf8');
   for (const line of [disk?.[0], row[0], failover?.[0]]) t.ok(line !== undefined && table.includes(`${line}\n`), `the markdown file has: ${line}`);
   t.notMatch(table, /written:/, 'and not the line that names it');
-  const saved = JSON.parse(readFileSync(json, 'utf8')) as { runtime: string; fsyncPerSecond: number; rows: { concurrency: number; intents: number; rssBytes: number[]; cpuMsPerRequest: number[]; fsyncShare: number }[]; failoverMs: number[] };
+  const saved = JSON.parse(readFileSync(json, 'utf8')) as { runtime: string; fsyncPerSecond: number; rows: { concurrency: number; intents: number; rssBytes: number[]; cpuMsPerRequest: number[]; cpuByThread: { name: string; ms: number; sleeps: number }[][]; fsyncShare: number }[]; failoverMs: number[] };
   t.same(saved, JSON.parse(readFileSync(join(out, 'cluster-t.json'), 'utf8')), 'the JSON file asked for is the one written under --out');
   t.equal(saved.runtime, process.version);
   t.equal(Math.round(saved.fsyncPerSecond).toLocaleString('en-US'), disk?.[1]);
@@ -54,5 +63,6 @@ t.test('one level of load and one failover, in the table and in the files', asyn
   t.ok(saved.rows[0]!.intents > 0);
   t.equal(saved.rows[0]!.rssBytes.length, 3, 'one memory figure per member');
   t.equal(saved.rows[0]!.cpuMsPerRequest.length, 3, 'one CPU figure per member');
+  t.same(saved.rows[0]!.cpuByThread.map((threads) => threads.some((x) => x.name === 'main' && x.ms > 0)), [true, true, true], "and each member's threads, its JavaScript thread among them");
   t.same(saved.failoverMs, [Number(failover?.[1])], 'the failover, as printed');
 });

@@ -33,7 +33,7 @@ import type { LoadStats } from './support/load.js';
 import { ScriptArgs } from '../support/args.js';
 import { syncedWrites, type SyncedWrites } from './support/fsync.js';
 import { REPORT_ARGS, Report } from './support/report.js';
-import { cpuSeconds, residentBytes } from './support/proc.js';
+import { NODE_THREADS, cpuPerRequestByThread, cpuSeconds, describeThreads, residentBytes, threadCpuByName } from './support/proc.js';
 import { printSummary, summarize } from './support/profile.js';
 import type { Fixtures } from './support/workload.js';
 
@@ -72,7 +72,8 @@ const profileDir = a.profile ? mkdtempSync(join(tmpdir(), 'apl-prof-')) : undefi
 const profileEnv = profileDir === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` };
 const c = await startCluster({ env: { ...SERVER_DEFAULTS, APL_LOG_LEVEL: 'info', APL_TICK_INTERVAL_MS: '1000', ...profileEnv }, ...(a.main === undefined ? {} : { mainJs: a.main }) });
 /** cpuMsPerRequest: each replica's CPU time (all its threads) per request answered, in the order of the members. */
-const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; loadCpuMsPerRequest: number; syncsPerIntent: number[]; fsyncShare: number })[] = [];
+/** cpuByThread: each replica's CPU and sleeps per request by thread, in the order of the members. */
+const rows: (LoadStats & { concurrency: number; rssBytes: number[]; cpuMsPerRequest: number[]; cpuByThread: ReturnType<typeof cpuPerRequestByThread>[]; loadCpuMsPerRequest: number; syncsPerIntent: number[]; fsyncShare: number })[] = [];
 const failovers: number[] = [];
 let disk: SyncedWrites | null = null;
 const report = new Report('cluster');
@@ -101,18 +102,24 @@ try {
   const pids = () => c.members.map((m) => c.process(m.id)!.pid);
   for (const n of concurrencies) {
     const syncsBefore = await syncs();
-    const [cpuBefore, loadBefore] = [pids().map((pid) => cpuSeconds(pid)), process.cpuUsage()];
+    const [cpuBefore, threadsBefore, loadBefore] = [pids().map((pid) => cpuSeconds(pid)), pids().map((pid) => threadCpuByName(pid)), process.cpuUsage()];
     const s = await load(n, seconds * 1000);
-    const syncsPerIntent = (await syncs()).map((x, k) => (x - syncsBefore[k]!) / s.intents);
     const cpuMsPerRequest = pids().map((pid, k) => ((cpuSeconds(pid) - cpuBefore[k]!) * 1000) / s.requests);
+    const cpuByThread = pids().map((pid, k) => cpuPerRequestByThread(threadsBefore[k]!, threadCpuByName(pid), s.requests));
+    const syncsPerIntent = (await syncs()).map((x, k) => (x - syncsBefore[k]!) / s.intents);
     const loadUsage = process.cpuUsage(loadBefore);
     const loadCpuMsPerRequest = (loadUsage.user + loadUsage.system) / 1000 / s.requests;
     const rssBytes = pids().map((pid) => residentBytes(pid));
     const fsyncShare = s.intentsPerSecond / disk.perSecond;
-    rows.push({ ...s, concurrency: n, rssBytes, cpuMsPerRequest, loadCpuMsPerRequest, syncsPerIntent, fsyncShare });
+    rows.push({ ...s, concurrency: n, rssBytes, cpuMsPerRequest, cpuByThread, loadCpuMsPerRequest, syncsPerIntent, fsyncShare });
     const answers = Object.entries(s.statuses).map(([k, v]) => `${k}: ${v}`).join(', ');
     const cpu = cpuMsPerRequest.map((ms, k) => `${ms.toFixed(2)}${c.members[k]!.id === leader ? '*' : ''}`).join(' / ');
     print(`| ${n} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms | ${s.readP99.toFixed(1)} ms | ${answers} | ${rssBytes.map((b) => (b / 2 ** 20).toFixed(0)).join(' / ')} MiB | ${cpu} ms | ${loadCpuMsPerRequest.toFixed(2)} ms | ${syncsPerIntent.map((x) => x.toFixed(2)).join(' / ')} | ${fsyncShare.toFixed(2)} |`);
+  }
+  print('');
+  print(`CPU per request by thread, and how many times each went to sleep (and had to be woken: \`npm run bench -- wake\`); ${NODE_THREADS}:`);
+  for (const r of rows) {
+    for (const [k, m] of c.members.entries()) print(`  ${r.concurrency} in flight, ${m.id}${m.id === leader ? ' (primary)' : ''}: ${describeThreads(r.cpuByThread[k]!)}`);
   }
   if (profileDir !== undefined) {
     // A profile is written when its process exits on its own: stop each member gracefully.

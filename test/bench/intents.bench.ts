@@ -51,7 +51,7 @@ import { printAllocations, printSummary, summarizeAllocations, summarize } from 
 import { ScriptArgs } from '../support/args.js';
 import { removeOnExit } from '../support/cleanup.js';
 import { SERVER_ARGS, serverOptions } from './support/server-args.js';
-import { cpuPerRequestByThread } from './support/proc.js';
+import { cpuPerRequestByThread, describeThreads } from './support/proc.js';
 import type { Gauges } from './support/server.js';
 
 const USAGE = `npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
@@ -85,8 +85,8 @@ type ByThread = ReturnType<typeof cpuPerRequestByThread>;
 type Row = LoadStats & { concurrency: number; rssBytes: number; cpuMsPerRequest: number; mainCpuMsPerRequest: number; loadCpuMsPerRequest: number; fsyncShare: number; cpuByThread: ByThread };
 
 /** `main 0.130 ms, slept 1.9×; …; the load generator 0.066 ms`: CPU and sleeps per request by thread. */
-function describeThreads(byThread: ByThread, loadMs: number): string {
-  return `${byThread.map((x) => `${x.name} ${x.ms.toFixed(3)} ms, slept ${x.sleeps.toFixed(1)}×`).join('; ')}; the load generator ${loadMs.toFixed(3)} ms`;
+function describeWithLoad(byThread: ByThread, loadMs: number): string {
+  return `${describeThreads(byThread)}; the load generator ${loadMs.toFixed(3)} ms`;
 }
 
 const runtime = a.runtime ?? process.execPath;
@@ -145,7 +145,7 @@ try {
   }
   print('');
   print('CPU per request by thread, and how many times each went to sleep (and had to be woken: `npm run bench -- wake`). The server\'s JavaScript thread is `main`, its agent plane `apl-agent`, its state store `apl-level`; libuv\'s pool and LevelDB\'s compaction `libuv-worker`; V8\'s helpers `V8Worker`:');
-  for (const r of rows) print(`  ${r.concurrency} in flight: ${describeThreads(r.cpuByThread, r.loadCpuMsPerRequest)}`);
+  for (const r of rows) print(`  ${r.concurrency} in flight: ${describeWithLoad(r.cpuByThread, r.loadCpuMsPerRequest)}`);
   if (allocDir !== undefined) allocations = { file: (await server.toggleAllocSampling())!, requests: rows.reduce((n, r) => n + r.requests, 0) };
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);
   if (!a['no-half-peak'] && peak !== null) {
@@ -179,7 +179,7 @@ try {
       + `event-loop delay p99 ${loopDelay.p99Ms.toFixed(1)} ms, max ${loopDelay.maxMs.toFixed(0)} ms; ${storeWriteWaits} state-store writes waited for LevelDB's background work`);
     print(`  over 25 ms, as the node timed them: ${Object.entries(slow).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
     print(`  garbage collections over 10 ms: ${Object.entries(gc).map(([k, v]) => `${k} ${v.over} of ${v.all.toLocaleString('en-US')}`).join(', ')}`);
-    print(`  CPU per request by thread: ${describeThreads(cpuByThread, loadCpuMsPerRequest)}`);
+    print(`  CPU per request by thread: ${describeWithLoad(cpuByThread, loadCpuMsPerRequest)}`);
     print(`  the load generator sent late (its own delay, counted in the latency): p99 ${s.sendLateP99.toFixed(1)} ms, max ${s.sendLateMax.toFixed(0)} ms`);
     print(`  the kernel, over the whole load: ${describeSpan(whole)}`);
     print(`  the kernel, over the ${s.slow.length.toLocaleString('en-US')} intents slower than ${HALF_PEAK_P99_MS} ms (their spans merged): ${describeSpan(slowSpans)}`);

@@ -113,6 +113,14 @@ export function threadCpuByName(pid: number): Record<string, ThreadUse> {
   return by;
 }
 
+/** The threads of a node process, as the benchmarks name them after their tables. */
+export const NODE_THREADS = "`main` is the JavaScript thread, `apl-agent` the agent plane's, `apl-level` the state store's; `libuv-worker` libuv's pool with LevelDB's compaction; `V8Worker` V8's helpers";
+
+/** `main 0.130 ms, slept 1.9×; …`: CPU and sleeps per request by thread (cpuPerRequestByThread). */
+export function describeThreads(byThread: readonly { name: string; ms: number; sleeps: number }[]): string {
+  return byThread.map((x) => `${x.name} ${x.ms.toFixed(3)} ms, slept ${x.sleeps.toFixed(1)}×`).join('; ');
+}
+
 /**
  * What each thread spent per request between two readings of threadCpuByName: ms of
  * CPU and sleeps, the costliest first; threads under 0.001 ms per request are left out.
