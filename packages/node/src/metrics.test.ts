@@ -13,3 +13,13 @@ t.test('the counters of closed label sets start at 0, every series there before 
   ];
   for (const line of series) t.ok(text.split('\n').includes(line), line);
 });
+
+t.test('every metric named _total is a counter: none of the process gauges is named as one', async (t) => {
+  const text = await new Metrics().exposition();
+  const types = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => ({ name: m[1]!, type: m[2]! }));
+  t.ok(types.length > 20, `${types.length} metrics`);
+  t.same(types.filter((m) => m.name.endsWith('_total') && m.type !== 'counter'), [], 'no gauge, histogram or summary ends in _total');
+  for (const name of ['nodejs_active_handles', 'nodejs_active_requests', 'nodejs_active_resources']) {
+    t.same(types.find((m) => m.name === name), { name, type: 'gauge' }, `${name} (by type) is there: sum it for the total`);
+  }
+});

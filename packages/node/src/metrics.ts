@@ -48,6 +48,14 @@ export function httpMetrics(registry: Registry) {
 /** A registry's metrics as `getMetricsAsJSON` gives them (what crosses between threads). */
 export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
+/**
+ * Three of prom-client's process metrics are gauges named as counters are
+ * (`_total`): a tool that checks names (promtool's `check metrics`, an OpenMetrics
+ * parser) takes them for counters. Each is the sum over `type` of the gauge of the same
+ * name without `_total` (`sum(nodejs_active_handles)`), which stays; these are left out.
+ */
+const GAUGES_NAMED_AS_COUNTERS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 export class Metrics {
   /** Every metric of the node but the two HTTP metrics. */
   readonly registry = new Registry();
@@ -111,6 +119,7 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    for (const name of GAUGES_NAMED_AS_COUNTERS) this.registry.removeSingleMetric(name);
     // The series of a closed set of labels exist from the start, at 0: a rate or an
     // alert on one of them sees "none yet" rather than no series at all.
     for (const reason of ['foreign_cluster', 'unknown_member', 'sender_mismatch', 'malformed', 'superseded']) this.peerRefused.inc({ reason }, 0);
