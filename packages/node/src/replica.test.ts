@@ -19,7 +19,7 @@ import { Writable } from 'node:stream';
 import t, { type Test } from 'tap';
 import { encodeOperation, type Operation } from '@apl/core';
 import { ApiError } from './errors.js';
-import type { Message, NodeId, ProgressStatus } from '@apl/raft';
+import { confState, type Message, type NodeId, type ProgressStatus } from '@apl/raft';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
 import { holdsCompaction, Replica, type Transport } from './replica.js';
@@ -594,8 +594,15 @@ t.test('a removed member refuses every read, and its id is never added back', as
   const primary = await primaryOf(all, until);
   const gone = all.find((m) => m !== primary)!;
   const stays = all.find((m) => m !== primary && m !== gone)!;
+  // Its role follows the configuration in force, which is the latest in its log: a
+  // learner whose removal is there is removed, not the follower Raft calls it.
+  const now = gone.replica.status();
+  const others = all.filter((m) => m !== gone).map((m) => m.id);
+  t.equal(gone.replica.role({ ...now, role: 'follower', conf: confState(others, [gone.id]) }), 'learner', 'a learner, while the configuration has it as one');
+  t.equal(gone.replica.role({ ...now, role: 'follower', conf: confState(others, [], {}, [gone.id]) }), 'removed', 'removed, once the configuration has its removal');
   await primary.replica.changeMembership({ type: 'remove', node: gone.id });
   await until('the removed member applied its removal', () => /removed/.test(gone.replica.membership() ?? ''));
+  t.same(gone.events.filter((e) => e.event === 'role_changed').map((e) => e.role).slice(-1), ['removed'], 'and it logged its last change of role as its removal');
 
   const removedRead = { body: { error: 'gateway_error', message: /^This member was removed from the cluster; .*Send to another replica\.$/ } };
   t.match(await gone.replica.readBarrier().then(() => null, (e: unknown) => e), removedRead, 'a linearizable read is refused, saying why');

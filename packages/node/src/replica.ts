@@ -32,7 +32,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeOperationText, encodeOperation, operationText, type Applied, type Operation } from '@apl/core';
 import {
-  checkStart, confState, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, LostLogError, RawNode, seededRandom, splitMessages, WalLogStore,
+  checkStart, confState, decodeConfEntry, isEmptyBoot, isMember, LevelLogStore, LostLogError, RawNode, seededRandom, splitMessages, WalLogStore, wasRemoved,
   type Boot, type ClusterState, type ConfChange, type ConfState, type Entry, type LogStore, type Message, type NodeId, type Ready, type Status,
 } from '@apl/raft';
 import { ConfigError } from './config.js';
@@ -416,10 +416,12 @@ export class Replica {
 
   /**
    * This member's role as an operator reads it: Raft's own, but `learner` for a member
-   * that receives the log without a vote, and `removed` once it applied its removal.
+   * that receives the log without a vote, and `removed` once its removal is in the
+   * configuration in force (Raft's, from the moment the entry is in its log) or applied.
+   * Between the two, Raft still calls a removed learner a follower, which it never was.
    */
   role(s: Status = this.raft.status()): MemberRole {
-    if (this.removed) return 'removed';
+    if (this.removed || wasRemoved(s.conf, this.opts.id)) return 'removed';
     return s.role !== 'leader' && s.conf.learners.includes(this.opts.id) ? 'learner' : s.role;
   }
 
