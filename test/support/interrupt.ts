@@ -20,7 +20,8 @@ export interface Interrupted {
 }
 
 export async function interruptBench(script: string, args: string[]): Promise<Interrupted> {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // stderr is not read: a pipe nobody reads would stop a benchmark that fills it.
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'ignore'] });
   killOnExit(child);
   let stdout = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
