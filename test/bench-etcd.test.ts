@@ -7,14 +7,15 @@
 // one so. One run of each here: three members and their load are two CPUs' worth.)
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { onPath } from './bench/support/proc.js';
 import { REPO } from './support/process.js';
 
 t.setTimeout(120_000);
 
-const installed = (process.env.PATH ?? '').split(delimiter).some((d) => d !== '' && existsSync(join(d, 'etcd')));
+const installed = onPath('etcd') !== null;
 const skip = installed ? false : 'etcd is not installed (Debian: etcd-server)';
 const ours = () => readdirSync(tmpdir()).filter((f) => f.startsWith('apl-etcdref-'));
 const running = () => spawnSync('pgrep', ['-f', 'apl-etcdref-'], { encoding: 'utf8' }).stdout.trim();

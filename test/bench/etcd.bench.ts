@@ -29,13 +29,13 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ScriptArgs } from '../support/args.js';
 import { killOnExit, removeOnExit } from '../support/cleanup.js';
 import { syncedWrites } from './support/fsync.js';
 import { percentile } from './support/percentile.js';
-import { cpuSeconds } from './support/proc.js';
+import { cpuSeconds, onPath } from './support/proc.js';
 import { REPORT_ARGS, Report } from './support/report.js';
 
 const USAGE = `npm run bench -- etcd [--concurrency 1,16,64,256] [--seconds 15] [--to all|leader] [--plain]
@@ -284,12 +284,4 @@ async function stop(child: ChildProcess): Promise<void> {
   const exited = once(child, 'exit');
   child.kill('SIGKILL');
   await exited;
-}
-
-/** The first file named `program` in a directory of the PATH, or null. */
-function onPath(program: string): string | null {
-  for (const d of (process.env.PATH ?? '').split(delimiter)) {
-    if (d !== '' && existsSync(join(d, program))) return join(d, program);
-  }
-  return null;
 }

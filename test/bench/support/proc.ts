@@ -4,7 +4,8 @@
  * the node's packages, so a benchmark can use it before its options are checked.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 
 export function residentBytes(pid: number): number {
   const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -174,4 +175,12 @@ export function threadCpu(pid: number, opts: { sleeps?: boolean } = {}): { tid: 
     }
   }
   return out;
+}
+
+/** The first file named `program` in a directory of the PATH, or null (a program a benchmark runs, found as a shell finds it). */
+export function onPath(program: string): string | null {
+  for (const d of (process.env.PATH ?? '').split(delimiter)) {
+    if (d !== '' && existsSync(join(d, program))) return join(d, program);
+  }
+  return null;
 }
