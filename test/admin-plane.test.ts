@@ -77,10 +77,12 @@ const pidOf = (paserk: string) => `k4.pid.${Buffer.from(blake2b(Buffer.from(`k4.
 t.test('401 unauthorized: no token, a wrong token, or another scheme', async (t) => {
   const required = { error: 'unauthorized', message: 'An admin token is required (Authorization: Bearer <token>).' };
   const invalid = { error: 'unauthorized', message: 'The admin token is not valid.' };
+  const unread = (why: string) => ({ error: 'unauthorized', message: `No admin token was read: ${why} (Authorization: Bearer <token>).` });
   const check = async (path: string, method = 'GET', body?: unknown) => {
     const asks = [
       [n.admin.request(method, path, { body }), required],
-      [n.admin.request(method, path, { body, headers: { authorization: `Basic ${TOKENS.operator}` } }), required],
+      [n.admin.request(method, path, { body, headers: { authorization: `Basic ${TOKENS.operator}` } }), unread("the Authorization header's scheme is not Bearer")],
+      [n.admin.request(method, path, { body, headers: { authorization: `Bearer ${TOKENS.operator} ${TOKENS.operator}` } }), unread('the Authorization header has more than one word after Bearer')],
       [n.admin.request(method, path, { body, token: 'not-a-token' }), invalid],
       [n.admin.request(method, path, { body, token: `${TOKENS.operator}x` }), invalid],
     ] as const;
@@ -88,6 +90,7 @@ t.test('401 unauthorized: no token, a wrong token, or another scheme', async (t)
       const r = await p;
       contract('admin', method, path, r);
       isError(t, r, 401, expected);
+      t.equal(r.headers['www-authenticate'], 'Bearer', 'with the challenge of its scheme');
     }
   };
   const before = await digest();
@@ -202,12 +205,12 @@ t.test('400 invalid_policy: a bad bundle is refused at drafting with each issue'
   t.equal(ctor.body.error, 'invalid_policy');
   t.ok(ctor.body.issues.some((i: { path: string }) => i.path === 'rules.0.when.0.left'), JSON.stringify(ctor.body.issues));
   // Text the chain hashes in its RFC 8785 form is Unicode: a lone surrogate has no such form.
-  const unicode = 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not';
+  const unicode = 'must be Unicode text, which a lone surrogate (an escape such as \\ud800 without its pair) is not';
   isError(t, await n.adm('author', 'POST', '/admin/v1/policies', {
     id: 'pol_lone', bundle: { rules: [{ id: 'R-x', modality: 'permission', priority: 1, match: { action: '*' }, basis: 'all \ud800' }] },
   }), 400, { error: 'invalid_policy', message: `Policy pol_lone is not valid: rules.0.basis ${unicode}`, issues: [{ path: 'rules.0.basis', message: unicode }] });
   const loneKey = await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_lone', bundle: { rules: [], '\udc00': 1 } });
-  t.same(loneKey.body.issues, [{ path: '\udc00', message: `its name ${unicode}` }], 'a name is text too');
+  t.same(loneKey.body.issues, [{ path: '\\udc00', message: `its name ${unicode}` }], 'a name is text too, named by its escape so that the answer is Unicode text');
   isError(t, await n.adm('author', 'POST', '/admin/v1/policies', { id: 'pol_none' }), 400, {
     error: 'malformed_request', message: 'The policy is not valid.', issues: [{ path: 'bundle', message: 'is required' }],
   });
@@ -267,7 +270,7 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/bad%20id/review', {}, 400, invalid('path', [{ path: 'id', message: 'must be a policy id (<id>; a letter or digit, then letters, digits and _ . : -, 128 characters at most)' }]));
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', { comment: 7 }, 400, invalid('review request', [{ path: 'comment', message: 'must be a string' }]));
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', { comment: 'ok \ud800' }, 400,
-    invalid('review request', [{ path: 'comment', message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not' }]));
+    invalid('review request', [{ path: 'comment', message: 'must be Unicode text, which a lone surrogate (an escape such as \\ud800 without its pair) is not' }]));
   // A body may be left out; a body of null is not an object, as [] and 7 are not.
   await refused(t, 'reviewer', 'POST', '/admin/v1/policies/pol_1/review', null, 400, invalid('review request', [{ path: '', message: 'must be an object' }]));
   await refused(t, 'author', 'POST', '/admin/v1/policies/pol_1/dry-run', null, 400, invalid('dry-run request', [{ path: '', message: 'must be an object' }]));

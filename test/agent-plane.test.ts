@@ -153,6 +153,8 @@ t.test('400 malformed_request: a body that is not JSON, or not sent as JSON', as
   good[at] = 0xff;
   good[at + 1] = 0xfe;
   isError(t, await n.api('POST', INTENTS, { raw: good }), 400, { error: 'malformed_request', message: 'The body is not valid UTF-8.' });
+  const bom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(envelope(att, { transaction: 'txn_ap_bom' })))]);
+  isError(t, await n.api('POST', INTENTS, { raw: bom }), 400, { error: 'malformed_request', message: 'The body begins with a byte-order mark (U+FEFF), which JSON text does not have: send it without one.' });
   for (const charset of ['iso-8859-1', 'utf-16']) {
     const other = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att, { transaction: 'txn_ap_charset' })), headers: { 'content-type': `application/json; charset=${charset}` } });
     isError(t, other, 400, { error: 'malformed_request', message: `The body must be JSON in UTF-8, not ${charset} (Content-Type: application/json; charset=utf-8).` });
@@ -172,8 +174,15 @@ t.test('400 malformed_request: a body that is not JSON, or not sent as JSON', as
   isError(t, await n.api('POST', INTENTS, { raw: loneBinding }), 400, {
     error: 'malformed_request',
     message: 'The intent envelope is not valid.',
-    issues: [{ path: 'action.bindings.merchant', message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not' }],
+    issues: [{ path: 'action.bindings.merchant', message: 'must be Unicode text, which a lone surrogate (an escape such as \\ud800 without its pair) is not' }],
   });
+  // A binding named by one: the issue names it by its escape, so that the answer is Unicode text too.
+  const loneName = JSON.stringify(envelope(att, { transaction: 'txn_ap_lone_name' })).replace('"merchant":', '"\\ud800":');
+  const named = await n.api('POST', INTENTS, { raw: loneName });
+  t.equal(named.status, 400);
+  const namedPaths = (JSON.parse(named.text) as { issues: { path: string }[] }).issues.map((i) => i.path);
+  t.ok(namedPaths.length > 0 && namedPaths.every((p) => !/[\uD800-\uDFFF]/.test(p)), `every path is Unicode text: ${JSON.stringify(namedPaths)}`);
+  t.ok(namedPaths.includes('action.bindings.\\ud800'), 'the name written as its escape');
   const paired = JSON.stringify(envelope(att, { transaction: 'txn_ap_surrogate_pair', minor: 10, justification: 'JUSTIFY' })).replace('JUSTIFY', '\\ud83d\\ude00');
   t.equal((await n.api('POST', INTENTS, { raw: paired })).status, 200, 'an escaped pair is one character, and hashes as its UTF-8');
   const utf8 = await n.api('POST', INTENTS, { raw: JSON.stringify(envelope(att, { transaction: 'txn_ap_charset_utf8', minor: 10 })), headers: { 'content-type': 'application/json; charset=UTF-8' } });
@@ -372,8 +381,14 @@ t.test('401 unknown_agent on reads: no Authorization header, another scheme, or 
   const stranger = await n.issuer.sign(AGENT_UNBOUND);
   for (const path of paths) {
     isError(t, await n.api('GET', path), 401, { error: 'unknown_agent', message: 'No attestation was presented (Authorization: Bearer <attestation>).' });
-    isError(t, await n.api('GET', path, { headers: { authorization: `Basic ${att}` } }), 401, { error: 'unknown_agent', message: 'No attestation was presented (Authorization: Bearer <attestation>).' });
+    const unread = (why: string) => ({ error: 'unknown_agent', message: `No attestation was read: ${why} (Authorization: Bearer <attestation>).` });
+    isError(t, await n.api('GET', path, { headers: { authorization: `Basic ${att}` } }), 401, unread("the Authorization header's scheme is not Bearer"));
+    isError(t, await n.api('GET', path, { headers: { authorization: att } }), 401, unread("the Authorization header's scheme is not Bearer"));
+    isError(t, await n.api('GET', path, { headers: { authorization: `Bearer ${att} extra` } }), 401, unread('the Authorization header has more than one word after Bearer'));
+    isError(t, await n.api('GET', path, { headers: { authorization: 'Bearer' } }), 401, unread('the Authorization header has no token after Bearer'));
   }
+  const challenged = await n.api('GET', paths[0]!);
+  t.equal(challenged.headers['www-authenticate'], 'Bearer', 'a 401 names the scheme that authenticates');
   for (const path of paths.slice(0, 4)) {
     isError(t, await n.api('GET', path, { token: stranger }), 401, { error: 'unknown_agent', message: `The agent ${AGENT_UNBOUND} is not bound to a party.` });
   }
@@ -727,10 +742,14 @@ t.test('GET /api/openapi.json serves the committed document with this node\'s ow
   t.equal(r.status, 200);
   t.equal(r.headers['content-type'], JSON_TYPE);
   t.equal(r.body.openapi, '3.1.0');
-  const committed = parseJson(readFileSync(OPENAPI_FILES.agent, 'utf8')) as { servers: { url: string }[] };
+  const committed = parseJson(readFileSync(OPENAPI_FILES.agent, 'utf8')) as { servers: { url: string }[]; components: any };
   t.strictSame(r.body.servers, [{ url: n.node.agentUrl, description: 'The node that served this document.' }]);
   t.not(n.node.agentUrl, committed.servers[0]!.url, 'the node listens on a port of its own, not the development default');
-  t.strictSame({ ...r.body, servers: committed.servers }, committed, 'everything but servers is the committed contract');
+  const legs = (doc: { components: any }) => doc.components.schemas.IntentEnvelope.properties.entries as { maxItems: number };
+  t.equal(legs(committed).maxItems, 256, 'the committed document admits the most legs any node may be set to');
+  t.equal(legs(r.body).maxItems, 64, 'the document served admits this node\'s limit (limits.entries_per_intent_max)');
+  legs(committed).maxItems = 64;
+  t.strictSame({ ...r.body, servers: committed.servers }, committed, 'everything else but servers is the committed contract');
   // The address advertised is one a client can use: it serves this very document.
   const client = new Client(r.body.servers[0].url, testCerts().ca);
   t.teardown(() => client.close());

@@ -98,7 +98,7 @@ export function adminApp(o: AdminOptions): Express {
   });
 
   app.use('/admin/v1', (req, res, next) => {
-    const token = bearerToken(req);
+    const token = bearerToken(req, (why) => new ApiError('unauthorized', `No admin token was read: ${why} (Authorization: Bearer <token>).`));
     if (token === null) return next(new ApiError('unauthorized', 'An admin token is required (Authorization: Bearer <token>).'));
     const digest = createHash('sha256').update(token).digest();
     // Compare with every principal so the time taken does not say which one matched.

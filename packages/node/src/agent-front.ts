@@ -98,7 +98,7 @@ export function agentFrontEnd(o: FrontEndOptions): Express {
  */
 function reader<S extends z.ZodType<ReadCall['query']>>(req: Request, schema: S): { query: z.output<S>; token: string } {
   const query = parseRequest(schema, queryOf(req), 'query');
-  const token = bearerToken(req);
+  const token = bearerToken(req, (why) => new ApiError('unknown_agent', `No attestation was read: ${why} (Authorization: Bearer <attestation>).`));
   if (token === null) throw new ApiError('unknown_agent', 'No attestation was presented (Authorization: Bearer <attestation>).');
   return { query, token };
 }

@@ -111,7 +111,7 @@ function start(data: AgentThreadData): void {
         backend,
         bodyBytesMax: data.bodyBytesMax,
         entriesPerIntentMax: data.entriesPerIntentMax,
-        openapi: withServer(readFileSync(data.openapiFile, 'utf8'), url),
+        openapi: withServer(readFileSync(data.openapiFile, 'utf8'), url, { entriesPerIntentMax: data.entriesPerIntentMax }),
         log,
         metrics,
       }));

@@ -35,6 +35,9 @@ export function sendJson(res: Response, status: number, body: unknown, headers?:
 export function sendText(res: Response, status: number, text: string, type: string, headers?: Record<string, string>): void {
   res.statusCode = status;
   if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name]!);
+  // A 401 names the scheme that authenticates (RFC 9110, 11.6.1): an attestation or an
+  // admin token, each as a bearer token.
+  if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
   res.setHeader('Content-Type', type);
   res.setHeader('Content-Length', Buffer.byteLength(text, 'utf8'));
   if (res.req.method === 'HEAD') res.end();
@@ -149,6 +152,8 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
       // the justification's hash) would not be what the caller sent.
       if (!isUtf8(raw)) return next(new ApiError('malformed_request', 'The body is not valid UTF-8.'));
       const text = raw.toString('utf8');
+      // JSON text has no byte-order mark (RFC 8259, 8.1); the parser would name an invisible character.
+      if (text.startsWith('\uFEFF')) return next(new ApiError('malformed_request', 'The body begins with a byte-order mark (U+FEFF), which JSON text does not have: send it without one.'));
       let body: unknown;
       try {
         body = parseJson(text);
@@ -167,15 +172,23 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
 }
 
 /**
- * The token of the request's `Authorization: Bearer <token>`, or null when it has
- * none. A request that sends the header twice is refused: Node.js keeps the first,
- * and which one was meant is a guess.
+ * The token of the request's `Authorization: Bearer <token>`, or null when it sends no
+ * Authorization header. A header of another form (another scheme, no token, text after
+ * the token) is refused with `refuse(why)`, the plane's own 401, saying what is wrong
+ * with it rather than that nothing was sent. A request that sends the header twice is
+ * refused: Node.js keeps the first, and which one was meant is a guess.
  */
-export function bearerToken(req: Request): string | null {
+export function bearerToken(req: Request, refuse: (why: string) => ApiError): string | null {
   const sent = req.headersDistinct.authorization;
-  if (sent !== undefined && sent.length > 1) throw new ApiError('malformed_request', 'The Authorization header was sent more than once; send it once.');
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(sent?.[0] ?? '');
-  return m ? m[1]! : null;
+  if (sent === undefined) return null;
+  if (sent.length > 1) throw new ApiError('malformed_request', 'The Authorization header was sent more than once; send it once.');
+  const value = sent[0]!.trim();
+  const m = /^Bearer\s+(\S+)$/i.exec(value);
+  if (m) return m[1]!;
+  const scheme = /^(\S+)/.exec(value)?.[1];
+  if (scheme === undefined) throw refuse('the Authorization header is empty');
+  if (scheme.toLowerCase() !== 'bearer') throw refuse(`the Authorization header's scheme is not Bearer`);
+  throw refuse(/^\S+\s*$/.test(value) ? 'the Authorization header has no token after Bearer' : 'the Authorization header has more than one word after Bearer');
 }
 
 /**

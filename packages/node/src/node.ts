@@ -392,7 +392,7 @@ async function agentHere(c: Config, backend: AgentBackend, tls: { cert: Buffer; 
     backend, log, metrics,
     bodyBytesMax: c.limits.body_bytes_max,
     entriesPerIntentMax: c.limits.entries_per_intent_max,
-    openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), url),
+    openapi: withServer(readFileSync(OPENAPI_FILES.agent, 'utf8'), url, { entriesPerIntentMax: c.limits.entries_per_intent_max }),
   }));
   return { url, close: () => closeListener(server) };
 }

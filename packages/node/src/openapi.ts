@@ -44,9 +44,15 @@ const servers = (url: string, description: string) => [{ url, description }];
  * naming the address the node really listens on. Called once when the node starts;
  * each request is then answered with the string it returns.
  */
-export function withServer(document: string, url: string): string {
+export function withServer(document: string, url: string, limits?: { entriesPerIntentMax: number }): string {
   const doc = parseJson(document) as Json;
   doc.servers = servers(url, 'The node that served this document.');
+  // The agent plane's limit of legs is this node's setting (limits.entries_per_intent_max),
+  // at most the committed document's: a client that validates against the document served
+  // is refused no envelope the document admits.
+  const entries = ((doc.components as Json | undefined)?.schemas as Json | undefined)?.IntentEnvelope as Json | undefined;
+  const legs = (entries?.properties as Json | undefined)?.entries as Json | undefined;
+  if (limits !== undefined && legs !== undefined && typeof legs.maxItems === 'number') legs.maxItems = Math.min(legs.maxItems, limits.entriesPerIntentMax);
   return `${stringifyJson(doc, 2)}\n`;
 }
 
@@ -261,7 +267,7 @@ export function agentDocument(): Json {
         },
       },
       '/api/openapi.json': {
-        get: { operationId: 'getOpenApi', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the agent plane.' }, ...errors() } },
+        get: { operationId: 'getOpenApi', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the agent plane.', content: { 'application/json': { schema: { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document.' } } } }, ...errors() } },
       },
       '/healthz': { get: { operationId: 'health', summary: 'The process is up.', ...PUBLIC, responses: { 200: json('Health', 'Up.'), ...errors() } } },
       '/readyz': {
@@ -280,16 +286,30 @@ export function agentDocument(): Json {
             + 'POST /api/v1/intents carries the attestation in the envelope\'s attestation field instead.',
         },
       },
-      schemas: components(
+      schemas: requireAttestation(components(
         { IntentEnvelope: w.intentEnvelope(LIMITS.entriesCountMax) },
         {
           Outcome: w.Outcome, PendingObligation: w.PendingObligation, Provenance: w.Provenance, TransactionView: w.TransactionView,
           AccountBalance: w.AccountBalance, UsageReport: w.UsageReport, ObligationList: w.ObligationList, ObligationView: w.ObligationView,
           Policy: w.PolicyView, Health: w.HealthView, Readiness: w.ReadinessView, Error: w.ErrorBody,
         },
-      ),
+      )),
     },
   };
+}
+
+/**
+ * The envelope's attestation is required, as the specification's envelope says; the
+ * schema the node parses with leaves it optional only so that a missing one is answered
+ * as a missing attestation (401 unknown_agent) rather than a malformed body (400).
+ */
+function requireAttestation(schemas: Json): Json {
+  const envelope = schemas.IntentEnvelope as Json;
+  const required = envelope.required as string[];
+  if (!required.includes('attestation')) required.splice(required.indexOf('agent') + 1, 0, 'attestation');
+  const attestation = (envelope.properties as Json).attestation as Json;
+  attestation.description = 'The agent\'s capability attestation (PASETO v4.public). A missing or empty one is answered 401 unknown_agent.';
+  return schemas;
 }
 
 export function adminDocument(): Json {
@@ -419,7 +439,7 @@ export function adminDocument(): Json {
         },
       },
       '/admin/openapi.json': {
-        get: { operationId: 'getOpenApiAdmin', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the administrative plane.' }, ...errors() } },
+        get: { operationId: 'getOpenApiAdmin', summary: 'This document.', ...PUBLIC, responses: { 200: { description: 'The OpenAPI 3.1 document of the administrative plane.', content: { 'application/json': { schema: { type: 'object', additionalProperties: true, description: 'An OpenAPI 3.1 document.' } } } }, ...errors() } },
       },
       '/metrics': { get: { operationId: 'metrics', summary: 'Prometheus metrics.', ...PUBLIC, responses: { 200: { description: 'Metrics in the Prometheus text format (version 0.0.4).', content: { 'text/plain': { schema: { type: 'string' } } } }, ...errors() } } },
     },

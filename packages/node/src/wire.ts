@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import {
-  AccountId, AgentUri, Comment, Currency, Entry, IntentAction, Issuer, LIMITS, PartyId, PolicyId, Sha256Hex,
+  AccountId, AgentUri, Comment, Currency, Entry, IntentAction, Issuer, LIMITS, PartyId, PolicyId, Sha256Hex, issuePath,
   TransactionId, UsageId, UsageMove,
 } from '@apl/core';
 import { STATUS } from './errors.js';
@@ -18,7 +18,7 @@ import { MEMBER_ID, MEMBER_ID_PHRASE, MemberAddresses } from './membership.js';
  * justifications had one hash.
  */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const UNICODE_PHRASE = 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not';
+const UNICODE_PHRASE = 'must be Unicode text, which a lone surrogate (an escape such as \\ud800 without its pair) is not';
 
 /** The intent envelope of POST /api/v1/intents. `agent` is checked apart (422 invalid_agent_uri). */
 export function intentEnvelope(entriesMax: number) {
@@ -34,7 +34,7 @@ export function intentEnvelope(entriesMax: number) {
     // As the justification: text the chain holds is Unicode (RFC 8785 takes I-JSON).
     action: IntentAction.superRefine((a, ctx) => {
       for (const [name, v] of Object.entries(a.bindings)) {
-        if (typeof v === 'string' && LONE_SURROGATE.test(v)) ctx.addIssue({ code: 'custom', path: ['bindings', name], message: 'must be Unicode text: a lone surrogate (an escape such as \\ud800 without its pair) is not' });
+        if (typeof v === 'string' && LONE_SURROGATE.test(v)) ctx.addIssue({ code: 'custom', path: ['bindings', name], message: UNICODE_PHRASE });
       }
     }),
     evidence: z.array(Sha256Hex).max(LIMITS.evidenceCountMax, `at most ${LIMITS.evidenceCountMax} evidence digests per intent`),
@@ -192,11 +192,11 @@ export const LifecycleRequest = z.strictObject({ comment: Comment.refine((s) => 
  * proposed, not at the commit point, so that a log recorded before replays the same.
  */
 export function loneSurrogates(value: unknown, path: string[] = []): { path: string; message: string }[] {
-  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? [{ path: path.join('.'), message: UNICODE_PHRASE }] : [];
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? [{ path: issuePath(path), message: UNICODE_PHRASE }] : [];
   if (typeof value !== 'object' || value === null) return [];
   const found: { path: string; message: string }[] = [];
   for (const [k, v] of Object.entries(value)) {
-    if (LONE_SURROGATE.test(k)) found.push({ path: [...path, k].join('.'), message: `its name ${UNICODE_PHRASE}` });
+    if (LONE_SURROGATE.test(k)) found.push({ path: issuePath([...path, k]), message: `its name ${UNICODE_PHRASE}` });
     found.push(...loneSurrogates(v, [...path, k]));
   }
   return found;

@@ -195,7 +195,8 @@ export type components = {
                 };
             };
             agent: string;
-            attestation?: string;
+            /** @description The agent's capability attestation (PASETO v4.public). A missing or empty one is answered 401 unknown_agent. */
+            attestation: string;
             bill_usage?: {
                 amount: {
                     currency: string;
@@ -443,7 +444,11 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
             };
             /** @description `malformed_request` */
             400: {
