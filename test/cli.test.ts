@@ -193,6 +193,11 @@ t.test('every admin route has its command', async (t) => {
     t.equal(r.code, EXIT.ok, `apl ${args.join(' ')}: ${r.stderr}`);
     if (out) t.match(r.stdout, out, `apl ${args.join(' ')}`);
   }
+  // dev init again, the policy it activated superseded since: it leaves the operator's choice in force.
+  const again = await json(['dev', 'init']);
+  t.equal(again.code, EXIT.ok, again.stderr);
+  t.match(again.body.made.find((m: { what: string }) => m.what === 'policy activation'), { id: 'pol_2026_11', status: 'superseded' });
+  t.match((await apl(['admin', 'policy', 'list'])).stdout, /active: pol_cli\n/, 'the policy in force is still the one activated last');
   // A node of an earlier release, in a rolling upgrade, answers a dry run without its refused list.
   const earlier = await startProxy(node().adminUrl, async (_req, forward) => {
     const r = await forward();

@@ -89,6 +89,13 @@ t.test('cluster status names the primary, its voters, learners and peers, for pe
   t.ok((parseJson(viewed.stdout) as { members: { lag: unknown }[] }).members.every((m) => typeof m.lag === 'number'), 'with every member\'s lag');
   const human = await apl(['cluster', 'status']);
   t.match(human.stdout, new RegExp(`^node +${leader} \\(leader\\)\\nleader +${leader}\\nterm +\\d+\\ncommit index +\\d+\\napplied index +\\d+\\nvoters +n1, n2, n3\\nlearners +none\\nremoved +none\\nmember +role +agent plane +peer +match index +lag +contact\\nn1 `));
+  t.notMatch(human.stdout, /only the primary knows/, 'the primary\'s view needs no pointer to it');
+  // Asked at followers alone, apl says that the lag is the primary's to know, and where to ask.
+  const followers = cluster.members.filter((m) => m.id !== leader);
+  const atFollowers = await runApl(['cluster', 'status'], { APL_DATA_DIR: dir, APL_CA: testCerts().ca, APL_ADMIN_URL: followers.map((m) => m.admin_url).join(',') });
+  t.equal(atFollowers.code, EXIT.ok, atFollowers.stderr);
+  const primaryAt = cluster.members.find((m) => m.id === leader)!.admin_url;
+  t.match(atFollowers.stdout, `\nonly the primary knows each member's match index, lag and contact, and none of the admin addresses given is the primary's; ask it: apl --admin-url ${primaryAt} cluster status\n`);
 });
 
 t.test('cluster status at the primary shows a member that stopped answering as unreachable', async (t) => {

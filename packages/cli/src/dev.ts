@@ -165,8 +165,8 @@ export interface DevPrincipals {
 export interface Made {
   what: string;
   id: string;
-  /** status: made, or exists (it was there already). */
-  status: 'made' | 'exists';
+  /** status: made, exists (it was there already), or superseded (a policy that was active, and another is now). */
+  status: 'made' | 'exists' | 'superseded';
   by: string;
 }
 
@@ -214,18 +214,23 @@ async function sameTrustRoot(admin: AdminClient, issuer: string, ours: string): 
   }
 }
 
-/** Drafts, reviews, approves and activates a policy, skipping the steps it has been through. */
+/**
+ * Drafts, reviews, approves and activates a policy, skipping the steps it has been
+ * through. One superseded since (an operator activated another) is left as it is:
+ * activating it again is refused, and the policy in force is the operator's choice.
+ */
 export async function policySteps(p: DevPrincipals, names: Record<keyof DevPrincipals, string>, policy: { id: string; bundle: unknown }, made: Made[] = []): Promise<Made[]> {
   await step(made, 'policy draft', policy.id, names.author, () => p.author.draftPolicy(policy));
-  const order = ['draft', 'reviewed', 'approved', 'active'];
-  const at = order.indexOf((await p.author.getPolicy(policy.id)).state);
+  const order = ['draft', 'reviewed', 'approved', 'active', 'superseded'];
+  const state = (await p.author.getPolicy(policy.id)).state;
+  const at = order.indexOf(state);
   const lifecycle: [string, keyof DevPrincipals, () => Promise<unknown>][] = [
     ['policy review', 'reviewer', () => p.reviewer.reviewPolicy(policy.id)],
     ['policy approval', 'approver', () => p.approver.approvePolicy(policy.id)],
     ['policy activation', 'approver', () => p.approver.activatePolicy(policy.id)],
   ];
   for (const [k, [what, who, run]] of lifecycle.entries()) {
-    if (at > k) made.push({ what, id: policy.id, status: 'exists', by: names[who] });
+    if (at > k) made.push({ what, id: policy.id, status: state === 'superseded' && k === lifecycle.length - 1 ? 'superseded' : 'exists', by: names[who] });
     else await step(made, what, policy.id, names[who], run);
   }
   return made;

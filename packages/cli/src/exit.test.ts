@@ -12,7 +12,7 @@ t.test('the node\'s refusals exit 4 with advice; 503 and 421 exit 5', async (t) 
     ['unauthorized', 401, /\/tokens\.json/], ['forbidden', 403, /--as <name>/], ['unknown_agent', 401, /apl admin agent bind/],
     ['attestation', 403, /apl agent attest/], ['capability_mapping', 422, /--cap/], ['no_active_policy', 409, /apl dev init/],
     ['unknown_policy', 404, /apl admin policy list/], ['already_exists', 409, /^It exists already; nothing was changed\.$/], ['invalid_transition', 409, /apl admin policy show/],
-    ['unknown_account', 404, /attested party/], ['substrate_rejected', 422, /Nothing was recorded/], ['payload_too_large', 413, null],
+    ['unknown_account', 404, /Check the id \(an agent's read answers this too/], ['substrate_rejected', 422, /Nothing was recorded/], ['payload_too_large', 413, null],
   ];
   for (const [code, status, hint] of cases) {
     const f = failure(api(code, status), ctx);

@@ -175,7 +175,8 @@ function apiHint(err: ApiError, ctx: { tokensFile: string }): string | null {
     case 'unknown_transaction':
     case 'unknown_account':
     case 'unknown_usage':
-      return 'Check the id: agent reads show only what the attested party may see.';
+      // The same code on both planes: an admin read sees everything, an agent's what its party may.
+      return 'Check the id (an agent\'s read answers this too for what its party may not see).';
     default:
       return null;
   }

@@ -94,6 +94,13 @@ function nextCommands(s: Settings): string[] {
   ];
 }
 
+/** Where a member's view of the cluster, not the primary's, says to ask for the lag. */
+function primaryHint(c: { leader: string | null; members: { id: string; admin_url?: string | null }[] }): string {
+  const at = c.members.find((m) => m.id === c.leader)?.admin_url;
+  const ask = c.leader === null ? 'no primary is known here' : at ? `ask it: apl --admin-url ${at} cluster status` : `the primary is ${c.leader}: give its admin address (--admin-url)`;
+  return `\nonly the primary knows each member's match index, lag and contact, and none of the admin addresses given is the primary's; ${ask}`;
+}
+
 export function clusterCommand(): Command {
   const cluster = new Command('cluster').description('the replicated group');
   cluster.command('status').description('voters, learners, each member\'s role and lag, term, commit and applied index, as the primary sees them when it is among the admin addresses given (else as the member that answered)')
@@ -118,6 +125,7 @@ export function clusterCommand(): Command {
         ]),
         table(c.members.map((m) => ({ ...m, contact: m.reachable === null ? '-' : m.reachable ? 'ok' : 'unreachable' })),
           [['id', 'member'], ['role', 'role'], ['agent_url', 'agent plane'], ['peer_addr', 'peer'], ['match_index', 'match index'], ['lag', 'lag'], ['contact', 'contact']]),
+        ...(c.role === 'leader' || c.members.length < 2 ? [] : [primaryHint(c)]),
       ].join('\n'));
     }));
   // invalid_transition and already_exists are also the policy lifecycle's codes: here they are about membership.
