@@ -75,6 +75,10 @@ const membersFile = join(dir, 'members.json');
 const certDir = join(dir, 'certs');
 const tokens = join(dir, 'admin-tokens.json');
 
+// One run at a time per directory: two starts at once each started some members and
+// each wrote its own pid file, so that neither file named every member running, and
+// `stop`, which signals only the members it names, left the others running.
+holdDirectory();
 await commands[command]();
 
 async function prepare() {
@@ -128,7 +132,7 @@ async function start() {
       APL_AGENT_PORT: String(port(id, 'agent', c.agent_port)),
       APL_ADMIN_PORT: String(port(id, 'admin', c.admin_port)),
       APL_PEER_PORT: String(port(id, 'peer', c.peer_port)),
-      APL_MEMBERS: JSON.stringify(local(c.members)),
+      APL_MEMBERS: JSON.stringify(startingMembers(c, view, everStarted)),
       // A member that ran before rejoins a running cluster: if its data is gone, it is
       // refused rather than bootstrapped afresh (it would forget its votes).
       ...(everStarted.includes(id) ? { APL_CLUSTER_STATE: 'existing' } : {}),
@@ -147,6 +151,10 @@ async function start() {
   const refused = [];
   for (const id of started) if (!(await listening(id, pids[id], logFrom[id]))) refused.push(id);
   if (refused.length > 0) {
+    // A member that exited is not kept as running: its pid may be another program's later
+    // (one still starting after 30 s is, so that stop reaches it).
+    for (const id of refused) if (running({ [id]: pids[id] }).length === 0) delete pids[id];
+    writeFileSync(pidFile, `${JSON.stringify(pids, null, 2)}\n`);
     for (const id of refused) console.error(`--- ${id}.log\n${readFileSync(join(dir, `${id}.log`), 'utf8').slice(logFrom[id]).split('\n').slice(-15).join('\n')}`);
     const left = started.filter((id) => !refused.includes(id));
     if (!existsSync(portsFile)) {
@@ -183,7 +191,11 @@ async function start() {
   // Not started by this script and not answering the primary either (one started by hand answers it).
   const answering = new Set(primary.members.filter((m) => m.reachable === true).map((m) => m.id));
   const down = inCluster.filter((id) => !members.some((m) => m.id === id) && !answering.has(id));
-  const downText = down.length === 0 ? '' : ` ${down.join(', ')} ${down.length === 1 ? 'does' : 'do'} not answer the primary: npm run cluster${dirArg()} brings ${down.length === 1 ? 'it' : 'them'} back.`;
+  // This script brings back only the members it has a config for; another (added with apl and started by hand) is started by hand again.
+  const ours = down.filter((id) => [...IDS, ...SPARES].includes(id));
+  const theirs = down.filter((id) => !ours.includes(id));
+  const downText = (ours.length === 0 ? '' : ` ${ours.join(', ')} ${ours.length === 1 ? 'does' : 'do'} not answer the primary: npm run cluster${dirArg()} brings ${ours.length === 1 ? 'it' : 'them'} back.`)
+    + (theirs.length === 0 ? '' : ` ${theirs.join(', ')} ${theirs.length === 1 ? 'does' : 'do'} not answer the primary either, and ${theirs.length === 1 ? 'has' : 'have'} no config in deploy/: start ${theirs.length === 1 ? 'it' : 'them'} by hand.`);
   const lines = ['', `agent-plane ledger: a cluster of ${inCluster.length} members runs from ${dir} (${what}); the primary is ${leader}.${downText}`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
   lines.push(
@@ -232,6 +244,23 @@ function lastMembers() {
 
 function writeMembers(view) {
   writeFileSync(membersFile, `${JSON.stringify({ voters: view.voters, learners: view.learners, removed: view.removed })}\n`);
+}
+
+/**
+ * The members a member is started with: its config's, as reached here; but for a first
+ * start beside a running cluster, the members in force as a running member reports them,
+ * with the addresses the log holds, and its own entry. A member waiting to join knows
+ * only the members it is started with, and refuses calls from any other: a member added
+ * at run time (n4, after a replacement) is in no file of deploy/, and while it led, a
+ * spare started from its file would never receive the log.
+ */
+function startingMembers(c, view, everStarted) {
+  const configured = local(c.members);
+  if (everStarted.includes(c.node_id) || !Array.isArray(view?.members)) return configured;
+  const others = view.members
+    .filter((m) => m.id !== c.node_id && !(view.removed ?? []).includes(m.id))
+    .map(({ id, peer_addr, agent_url, admin_url }) => ({ id, peer_addr, agent_url, ...(admin_url ? { admin_url } : {}) }));
+  return [...others, configured.find((m) => m.id === c.node_id)];
 }
 
 /** The members to start from a reported membership: voters and learners this script has configs for. */
@@ -468,21 +497,72 @@ function moved(url, to) {
  */
 function running(pids) {
   return Object.entries(pids).filter(([id, pid]) => {
+    const args = commandLine(pid);
+    if (args === null || args === true) return args === true;
     try {
-      process.kill(pid, 0);
-    } catch {
-      return false;
-    }
-    if (!existsSync('/proc/self')) return true; // no /proc to ask (not Linux): the pid is taken at its word
-    try {
-      if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] === 'Z') return false;
-      const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
       return args.includes(join(REPO, 'packages/node/dist/main.js')) && args.includes(join(REPO, 'deploy', `${id}.json`)) && env.includes(`APL_DATA_DIR=${join(dir, id)}`);
     } catch {
       return false; // it ended meanwhile
     }
   });
+}
+
+/**
+ * The command line of process `pid`, as /proc shows it: null when no such process
+ * runs (or only its zombie), true when it runs and there is no /proc to ask (not
+ * Linux: the pid is then taken at its word).
+ */
+function commandLine(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return null;
+  }
+  if (!existsSync('/proc/self')) return true;
+  try {
+    if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] === 'Z') return null;
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return null; // it ended meanwhile
+  }
+}
+
+/**
+ * Takes the directory for this run (`cluster.lock`, holding this process's pid), or
+ * refuses while another run of this script holds it. A lock left by a run that died
+ * (its pid gone, or taken since by another program) is taken over.
+ */
+function holdDirectory() {
+  mkdirSync(dir, { recursive: true });
+  const lock = join(dir, 'cluster.lock');
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(lock, `${process.pid}\n`, { flag: 'wx' });
+      process.on('exit', () => {
+        try {
+          if (readFileSync(lock, 'utf8').trim() === String(process.pid)) rmSync(lock);
+        } catch {
+          // removed already
+        }
+      });
+      return;
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+    }
+    const holder = Number.parseInt(readFileSync(lock, 'utf8'), 10);
+    if (Number.isInteger(holder) && holder > 0 && isThisScript(holder)) {
+      fail(`another run of npm run cluster (pid ${holder}) is starting or stopping the cluster in ${dir}: wait for it to end, then run this again`);
+    }
+    rmSync(lock, { force: true });
+  }
+  fail(`could not take ${lock}: runs of npm run cluster keep taking it`);
+}
+
+/** Whether `pid` is a run of this script (not one that ended, nor another program that took its pid since). */
+function isThisScript(pid) {
+  const args = commandLine(pid);
+  return args === true || (args !== null && args.includes(fileURLToPath(import.meta.url)));
 }
 
 function sleep(ms) {

@@ -178,6 +178,29 @@ t.test('cluster:stop signals only its own members: a pid file naming another pro
   t.equal(one.stdout, `n5 was not running\nno member was stopped; data kept in ${dir}\n`, 'a member named that never ran is said to be not running');
 });
 
+t.test('one run at a time per directory: a run holding it refuses another; a lock left by a run that died, or naming another program, is taken over', async (t) => {
+  const dir = scratch(t, 'apl-cluster-lock-');
+  const lock = join(dir, 'cluster.lock');
+  const stop = () => spawnSync(process.execPath, [SCRIPT, 'stop', '--dir', dir], { encoding: 'utf8', env: scriptEnv(), timeout: 60_000 });
+  // A run of the script as /proc shows it: its command line names scripts/cluster.mjs.
+  const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 600_000)', SCRIPT], { stdio: 'ignore' });
+  t.teardown(() => holder.kill('SIGKILL'));
+  await new Promise((r) => holder.once('spawn', r));
+  writeFileSync(lock, `${holder.pid}\n`);
+  const refused = stop();
+  t.equal(refused.status, 1);
+  t.equal(refused.stderr, `another run of npm run cluster (pid ${holder.pid}) is starting or stopping the cluster in ${dir}: wait for it to end, then run this again\n`);
+  t.equal(readFileSync(lock, 'utf8'), `${holder.pid}\n`, 'the lock is left to its holder');
+  holder.kill('SIGKILL');
+  await new Promise((r) => holder.once('exit', r));
+  const after = stop();
+  t.equal(after.status, 0, after.stderr);
+  t.equal(after.stdout, `no cluster runs from ${dir}\n`, 'the lock of a run that died is taken over');
+  t.notOk(existsSync(lock), 'and released at the end');
+  writeFileSync(lock, `${process.pid}\n`);
+  t.equal(stop().status, 0, 'a pid another program holds is no run of this script');
+});
+
 t.test('a first start that fails part-way stops the members that did start, so that the ports may be placed elsewhere', async (t) => {
   const dir = scratch(t, 'apl-cluster-first-');
   const env = scriptEnv();
@@ -196,7 +219,7 @@ t.test('a first start that fails part-way stops the members that did start, so t
   for (const id of ['n2', 'n3']) t.notOk(readdirSync('/proc').some((p) => /^\d+$/.test(p) && procEnv(Number(p)).includes(`APL_DATA_DIR=${join(dir, id)}`)), `${id} no longer runs`);
 });
 
-t.test('npm run cluster follows the membership: a member added comes back with the others, one removed stays down', async (t) => {
+t.test('npm run cluster follows the membership: a member added comes back with the others, one removed stays down; a spare joins while a member added at run time leads', async (t) => {
   const dir = scratch(t, 'apl-cluster-members-');
   const env = scriptEnv();
   const base = await freeWindow(15);
@@ -208,18 +231,18 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   const admin = [1, 4, 7].map((k) => `https://localhost:${base + k}`).join(',');
   const apl = (...args: string[]) => execFileSync(process.execPath, [join(REPO, 'packages/cli/bin/apl.mjs'), '--data-dir', dir, '--admin-url', admin, ...args], { encoding: 'utf8', timeout: 60_000 });
   apl('cluster', 'add', 'n4', `127.0.0.1:${base + 11}`, `https://localhost:${base + 9}`, `https://localhost:${base + 10}`);
-  for (let i = 0; ; i++) {
-    try {
-      apl('cluster', 'promote', 'n4');
-      break;
-    } catch (err) {
-      if (i === 50) throw err;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
+  await retried(() => apl('cluster', 'promote', 'n4'), 50, 200); // once it has caught up
   apl('cluster', 'remove', 'n3');
   // As in the runbook: the removed member is stopped; later another member dies.
   t.equal(run('stop', 'n3').status, 0);
+  // A spare started while n4, added at run time and in no file of n5's, leads: it is
+  // started knowing the members in force, takes the log from n4, and can be promoted.
+  apl('cluster', 'transfer', 'n4');
+  t.equal(run('start', 'n5').status, 0);
+  apl('cluster', 'add', 'n5', `127.0.0.1:${base + 14}`, `https://localhost:${base + 12}`, `https://localhost:${base + 13}`);
+  await retried(() => apl('cluster', 'promote', 'n5'), 50, 200);
+  apl('cluster', 'remove', 'n5');
+  t.equal(run('stop', 'n5').status, 0);
   const pids = JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as Record<string, number>;
   process.kill(pids.n2!, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
@@ -229,7 +252,7 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   t.match(back.stdout, /\n  n4  agent /);
   t.notMatch(back.stdout, /\n  n3  agent /);
   t.equal(run('stop').status, 0);
-  t.same(JSON.parse(readFileSync(join(dir, 'members.json'), 'utf8')), { voters: ['n1', 'n2', 'n4'], learners: [], removed: ['n3'] }, 'the membership as it stood when the cluster stopped');
+  t.same(JSON.parse(readFileSync(join(dir, 'members.json'), 'utf8')), { voters: ['n1', 'n2', 'n4'], learners: [], removed: ['n3', 'n5'] }, 'the membership as it stood when the cluster stopped');
   const all = run();
   t.match(all.stdout, /\(started n1, n2, n4\)/, 'a start after a full stop brings back the members in force');
   // A member dies and is removed while it is down (no REMOVED in its directory); then the host
@@ -239,15 +262,7 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   const victim = ['n2', 'n1', 'n4'].find((id) => id !== leader)!; // a follower: its death costs no election
   const survivors = ['n1', 'n2', 'n4'].filter((id) => id !== victim);
   process.kill(before[victim]!, 'SIGKILL');
-  for (let i = 0; ; i++) {
-    try {
-      apl('cluster', 'remove', victim);
-      break;
-    } catch (err) {
-      if (i === 20) throw err;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+  await retried(() => apl('cluster', 'remove', victim), 20, 500);
   for (const id of survivors) process.kill(before[id]!, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
   const afterCrash = run();
@@ -268,6 +283,19 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   t.equal(bad.status, 1);
   t.equal(bad.stderr, 'unknown option --bogus: the options are --dir, --port-offset, --base-port and --help; npm run cluster -- --help says more\n');
 });
+
+/** Runs `call` until it does not throw, at most `tries` more times `ms` apart; then throws its error. */
+async function retried(call: () => unknown, tries: number, ms: number): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      call();
+      return;
+    } catch (err) {
+      if (i === tries) throw err;
+      await new Promise((r) => setTimeout(r, ms));
+    }
+  }
+}
 
 /** A scratch directory for one test's cluster, removed after it. */
 function scratch(t: { teardown(fn: () => void): unknown }, prefix: string): string {

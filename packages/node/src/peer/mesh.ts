@@ -243,7 +243,7 @@ export function certificateName(cert: PeerCertificate | undefined): NodeId | nul
 export function refusalDetails(name: NodeId | null, self: NodeId): string {
   if (name === null) return 'the certificate names no member of this cluster';
   if (name === self) return `the certificate names ${name}, the member called`;
-  return `the certificate names ${name}, which is not a member of this cluster (not added yet, or removed: a removed member never is one again)`;
+  return `the certificate names ${name}, which is not a member of this cluster (not added yet, or removed: a removed member never is one again) as ${self} knows it; a member waiting to join knows only the members its configuration lists`;
 }
 
 /** What a failed call says, without the empty "Resolution note: " grpc-js ends a connection failure with. */
@@ -274,6 +274,8 @@ export class PeerMesh {
   private readonly heard = new Map<NodeId, Heard>();
   /** when a call of another cluster was last logged, by its member and cluster: once in SUPERSEDED_LOG_MS each. */
   private readonly foreignLogged = new Map<string, number>();
+  /** when a call under a certificate of no member in force was last logged, by the name it gives: once in SUPERSEDED_LOG_MS each. */
+  private readonly unknownLogged = new Map<string, number>();
   /** the port the listener bound (the configured one, or the one the system chose for 0). */
   port = 0;
 
@@ -393,7 +395,16 @@ export class PeerMesh {
   private caller(call: Pick<grpc.ServerUnaryCall<unknown, unknown>, 'getAuthContext' | 'getPeer'>): { id: NodeId } | { refused: grpc.StatusObject } {
     const name = certificateName(call.getAuthContext().sslPeerCertificate);
     if (name === null || name === this.o.self || !this.memberIds.has(name)) {
-      this.refuse('unknown_member', { peer: call.getPeer(), ...(name === null ? {} : { member: name }) }, 'a peer call under a certificate that names no other member in force was refused');
+      // A primary calls again about ten times a second: counted each time, logged once in a while.
+      const key = name ?? '';
+      const now = Date.now();
+      if (now - (this.unknownLogged.get(key) ?? -Infinity) >= SUPERSEDED_LOG_MS) {
+        if (this.unknownLogged.size >= FOREIGN_LOGGED_MAX) this.unknownLogged.clear();
+        this.unknownLogged.set(key, now);
+        this.refuse('unknown_member', { peer: call.getPeer(), ...(name === null ? {} : { member: name }) },
+          'a peer call under a certificate that names no other member in force was refused. A member added since this one last heard is known here once the log that adds it arrives; '
+          + 'but a member waiting to join knows only the members its configuration lists: when the caller is a member in force (apl cluster status names them), list it, with its addresses, in this member\'s members and start it again');
+      } else this.o.metrics.peerRefused.inc({ reason: 'unknown_member' });
       return { refused: denied(refusalDetails(name, this.o.self)) };
     }
     return { id: name };
