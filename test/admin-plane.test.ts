@@ -249,12 +249,14 @@ t.test('400 malformed_request: bodies and path parameters are held to the log\'s
   t.same(JSON.parse(twoHosts.text), { error: 'malformed_request', message: 'The Host header was sent more than once; send it once.' });
   await refused(t, 'operator', 'POST', '/admin/v1/parties', { id: 'p', extra: true }, 400, invalid('party', [{ path: '', message: 'unknown field "extra"' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/parties', undefined, 400, invalid('party', [{ path: '', message: 'is required' }]));
-  await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: 'buyer-7', party: 'party_acme' }, 400, invalid('agent binding', [{ path: 'agent', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));
+  await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: 'buyer-7', party: 'party_acme' }, 400, invalid('agent binding', [{ path: 'agent', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>, the agent id 1 to 128 of A-Z a-z 0-9 . _ ~ -)' }]));
+  await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: `agent://acme.example/agent/${'b'.repeat(1000)}`, party: 'party_acme' }, 400,
+    invalid('agent binding', [{ path: 'agent', message: 'must be an agent URI of at most 512 characters' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/agents', { agent: 'agent://ACME.example/agent/buyer-7', party: 'party_globex' }, 400,
     invalid('agent binding', [{ path: 'agent', message: 'must write its host in lower case (a host is the same in any case, so two spellings would name one agent)' }]));
   await refused(t, 'operator', 'POST', '/admin/v1/usages', { id: 'usage_x', currency: 'usd' }, 400, invalid('usage balance', [{ path: 'currency', message: 'must be a currency code (e.g. USD)' }]));
   await refused(t, 'operator', 'DELETE', '/admin/v1/trust-roots/bad%20issuer', undefined, 400, invalid('path', [{ path: 'issuer', message: 'must be an issuer name (letters, digits, _ . : -)' }]));
-  await refused(t, 'operator', 'DELETE', '/admin/v1/agents/not-a-uri', undefined, 400, invalid('path', [{ path: 'agent_uri', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>)' }]));
+  await refused(t, 'operator', 'DELETE', '/admin/v1/agents/not-a-uri', undefined, 400, invalid('path', [{ path: 'agent_uri', message: 'must be an agent URI (agent://<authority>/agent/<agent_id>, the agent id 1 to 128 of A-Z a-z 0-9 . _ ~ -)' }]));
   // A route that takes no body refuses one rather than act without it. (Node.js's
   // client sends a DELETE's body with no length unless it is given, as curl gives it.)
   for (const [method, path, raw] of [

@@ -355,6 +355,11 @@ t.test('apl log verify checks the export against the node; a tampered export exi
   const cut = join(dir, 'cut.ndjson');
   writeFileSync(cut, `${readFileSync(file, 'utf8').trimEnd().split('\n').slice(0, -2).join('\n')}\n`);
   t.equal((await apl(['log', 'verify', '--file', cut])).code, EXIT.ok, 'a prefix verifies alone');
+  const empty = join(dir, 'empty.ndjson');
+  writeFileSync(empty, '');
+  const none = await apl(['log', 'verify', '--file', empty]);
+  t.equal(none.code, EXIT.ok, 'a chain of no records is a chain');
+  t.match(none.stderr, `apl: ${empty} holds no records: a chain of none verifies. If it should hold a log, check it against the log's digest (apl log verify --file ${empty} --digest <digest>).`, 'but an empty file is pointed out');
   const cutChecked = await apl(['log', 'verify', '--file', cut, '--index', String(last.index), '--digest', last.entry_hash]);
   t.equal(cutChecked.code, EXIT.mismatch);
   const cutLast = (parseJson(readFileSync(cut, 'utf8').trimEnd().split('\n').pop()!) as { index: number }).index;

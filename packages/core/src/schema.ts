@@ -83,7 +83,8 @@ export const PolicyId = idOf('', 'a policy id');
 
 export const AGENT_URI = /^agent:\/\/([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?\/agent\/[A-Za-z0-9._~-]{1,128}$/;
 /** `agent://<authority>/agent/<agent_id>`. */
-export const AgentUri = z.string(must('an agent URI')).max(512).regex(AGENT_URI, 'must be an agent URI (agent://<authority>/agent/<agent_id>)');
+const AGENT_URI_PHRASE = 'must be an agent URI (agent://<authority>/agent/<agent_id>, the agent id 1 to 128 of A-Z a-z 0-9 . _ ~ -)';
+export const AgentUri = z.string(must('an agent URI')).max(512, { message: 'must be an agent URI of at most 512 characters', abort: true }).regex(AGENT_URI, AGENT_URI_PHRASE);
 
 /** Three to twelve capitals or digits, starting with a capital: ISO 4217 codes and ledger units. */
 export const Currency = z.string(must('a currency code')).regex(/^[A-Z][A-Z0-9]{2,11}$/, 'must be a currency code (e.g. USD)');

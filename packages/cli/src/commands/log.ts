@@ -196,6 +196,8 @@ async function verifyOffline(file: string, want: Expected | null, out: Output): 
       { ...at, ok: false, expected: want });
   }
   const checked = want === null ? undefined : `the recorded one, at index ${want.index ?? end.applied}`;
+  // An empty chain is a valid one, and so is an empty file from a redirect that failed.
+  if (end.records === 0 && want === null) out.note(`apl: ${file} holds no records: a chain of none verifies. If it should hold a log, check it against the log's digest (apl log verify --file ${file} --digest <digest>).`);
   out.result({ ...end, ...(want === null ? {} : { expected: want }) }, () => fields([
     ['records', end.records], ['applied index', end.applied], ['digest', end.digest], ['state hash', end.state_hash], ['digest checked', checked],
   ]));
