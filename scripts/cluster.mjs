@@ -20,7 +20,11 @@
 // node with its config and data directory: a pid another program took since (after a
 // crash of every member, or a reboot) is neither left alone nor stopped. A directory's
 // first start that fails part-way stops the members it did start, so that the next may
-// place the ports elsewhere.
+// place the ports elsewhere. One run at a time per directory: a run while another starts
+// or stops its members is refused (cluster.lock). A member started for the first time
+// beside a running cluster is given the members in force, as a running member reports
+// them, rather than its config file's (a member added since, n4 after a replacement,
+// is in no file of deploy/).
 //
 // Options: --dir <path> (default .data/cluster) holds the certificates, the tokens,
 // each node's data, logs and the pid file; --port-offset <n> moves every port by n
