@@ -200,7 +200,10 @@ async function start() {
   const theirs = down.filter((id) => !ours.includes(id));
   const downText = (ours.length === 0 ? '' : ` ${ours.join(', ')} ${ours.length === 1 ? 'does' : 'do'} not answer the primary: npm run cluster${dirArg()} brings ${ours.length === 1 ? 'it' : 'them'} back.`)
     + (theirs.length === 0 ? '' : ` ${theirs.join(', ')} ${theirs.length === 1 ? 'does' : 'do'} not answer the primary either, and ${theirs.length === 1 ? 'has' : 'have'} no config in deploy/: start ${theirs.length === 1 ? 'it' : 'them'} by hand.`);
-  const lines = ['', `agent-plane ledger: a cluster of ${inCluster.length} members runs from ${dir} (${what}); the primary is ${leader}.${downText}`];
+  // A member removed while it ran serves nothing and waits to be stopped (docs/operations.md).
+  const lingering = Object.keys(pids).filter((id) => removed(id) || primary.removed.includes(id));
+  const lingeringText = lingering.length === 0 ? '' : ` ${lingering.join(', ')} ${lingering.length === 1 ? 'was' : 'were'} removed from the cluster and still ${lingering.length === 1 ? 'runs' : 'run'}, serving nothing: npm run cluster -- stop ${lingering.join(' ')}${dir === DEFAULT_DIR ? '' : ` --dir ${dir}`} stops ${lingering.length === 1 ? 'it' : 'them'}.`;
+  const lines = ['', `agent-plane ledger: a cluster of ${inCluster.length} members runs from ${dir} (${what}); the primary is ${leader}.${downText}${lingeringText}`];
   for (const m of members) lines.push(`  ${m.id}  agent ${m.agent_url}   admin ${m.admin_url}   peer ${m.peer_addr}   log ${join(dir, `${m.id}.log`)}`);
   lines.push(
     `  CA ${join(certDir, 'ca.pem')}   admin tokens ${tokens}`,

@@ -233,6 +233,10 @@ t.test('npm run cluster follows the membership: a member added comes back with t
   apl('cluster', 'add', 'n4', `127.0.0.1:${base + 11}`, `https://localhost:${base + 9}`, `https://localhost:${base + 10}`);
   await retried(() => apl('cluster', 'promote', 'n4'), 50, 200); // once it has caught up
   apl('cluster', 'remove', 'n3');
+  await retried(() => readFileSync(join(dir, 'n3', 'REMOVED')), 50, 200); // n3 has applied its removal
+  const lingering = run();
+  t.equal(lingering.status, 0, lingering.stderr);
+  t.match(lingering.stdout, `n3 was removed from the cluster and still runs, serving nothing: npm run cluster -- stop n3 --dir ${dir} stops it.`, 'a removed member still running is pointed out');
   // As in the runbook: the removed member is stopped; later another member dies.
   t.equal(run('stop', 'n3').status, 0);
   // A spare started while n4, added at run time and in no file of n5's, leads: it is
