@@ -189,6 +189,8 @@ t.test('a dead replica is replaced: a learner catches up by snapshot, is promote
   const waiting = await c.handle('n4').agent.request('GET', '/readyz');
   t.equal(waiting.status, 503, 'a member not yet added is not ready');
   t.match(waiting.body.reason, /not in the cluster yet/);
+  const unknown = await view(c, 'n4');
+  t.same([unknown.voters, unknown.learners, unknown.members], [[], [], []], 'and knows no members in force: none is listed as a voter');
   const added = await admin(c, live[0]!, 'POST', '/admin/v1/cluster/members', memberBody(n4));
   t.equal(added.change, 'addLearner');
   t.same(added.learners, ['n4'], 'n4 is a learner');

@@ -244,11 +244,14 @@ export async function startNode(c: Config, principals: AdminPrincipal[], opts: {
       ...node,
       position: () => replica.store.position,
       journal: () => replica.store.journal(),
-      cluster: () => ({
-        status: replica.status(),
-        role: replica.role(),
-        members: clustered ? inForce : [{ id: c.node_id, voter: true, agent_url: agentUrl, admin_url: adminUrl, peer_addr: null }],
-      }),
+      cluster: () => {
+        const status = replica.status();
+        // A member waiting to be added knows no configuration: it lists no members in
+        // force, rather than the configured ones as voters beside `voters: []`.
+        const members = !clustered ? [{ id: c.node_id, voter: true, agent_url: agentUrl, admin_url: adminUrl, peer_addr: null }]
+          : status.conf.voters.length === 0 ? [] : inForce;
+        return { status, role: replica.role(), members };
+      },
       changeMembership: async (change) => {
         if (!mesh) throw new ApiError('invalid_transition', 'A standalone node has no cluster membership to change: run members with peers (docs/cluster.md).');
         try {
