@@ -541,6 +541,7 @@ function commandLine(pid) {
  * (its pid gone, or taken since by another program) is taken over.
  */
 function holdDirectory() {
+  if (command === 'stop' && !existsSync(dir)) return; // nothing to stop, and no directory to make
   mkdirSync(dir, { recursive: true });
   const lock = join(dir, 'cluster.lock');
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -557,7 +558,12 @@ function holdDirectory() {
     } catch (err) {
       if (err.code !== 'EEXIST') throw err;
     }
-    const holder = Number.parseInt(readFileSync(lock, 'utf8'), 10);
+    let holder;
+    try {
+      holder = Number.parseInt(readFileSync(lock, 'utf8'), 10);
+    } catch {
+      continue; // its holder ended meanwhile and removed it
+    }
     if (Number.isInteger(holder) && holder > 0 && isThisScript(holder)) {
       fail(`another run of npm run cluster (pid ${holder}) is starting or stopping the cluster in ${dir}: wait for it to end, then run this again`);
     }

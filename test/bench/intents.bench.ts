@@ -51,7 +51,7 @@ import { printAllocations, printSummary, summarizeAllocations, summarize } from 
 import { ScriptArgs } from '../support/args.js';
 import { removeOnExit } from '../support/cleanup.js';
 import { SERVER_ARGS, serverOptions } from './support/server-args.js';
-import { cpuPerRequestByThread, describeThreads } from './support/proc.js';
+import { NODE_THREADS, cpuPerRequestByThread, describeThreads } from './support/proc.js';
 import type { Gauges } from './support/server.js';
 
 const USAGE = `npm run bench -- intents [--concurrency 1,16,64,256] [--seconds 15] [--parties 64]
@@ -144,7 +144,7 @@ try {
     print(`| ${c} | ${Math.round(s.intentsPerSecond).toLocaleString('en-US')} | ${s.p50.toFixed(1)} ms | ${s.p99.toFixed(1)} ms | ${s.max.toFixed(0)} ms (${s.maxAtSeconds.toFixed(1)} s) | ${s.readP99.toFixed(1)} ms | ${answers} | ${(rssBytes / 2 ** 20).toFixed(0)} MiB | ${cpuMsPerRequest.toFixed(2)} ms (${mainCpuMsPerRequest.toFixed(2)} ms) | ${loadCpuMsPerRequest.toFixed(2)} ms | ${row.fsyncShare.toFixed(2)} |`);
   }
   print('');
-  print('CPU per request by thread, and how many times each went to sleep (and had to be woken: `npm run bench -- wake`). The server\'s JavaScript thread is `main`, its agent plane `apl-agent`, its state store `apl-level`; libuv\'s pool and LevelDB\'s compaction `libuv-worker`; V8\'s helpers `V8Worker`:');
+  print(`CPU per request by thread, and how many times each went to sleep (and had to be woken: \`npm run bench -- wake\`); ${NODE_THREADS}:`);
   for (const r of rows) print(`  ${r.concurrency} in flight: ${describeWithLoad(r.cpuByThread, r.loadCpuMsPerRequest)}`);
   if (allocDir !== undefined) allocations = { file: (await server.toggleAllocSampling())!, requests: rows.reduce((n, r) => n + r.requests, 0) };
   const peak = rows.reduce<Row | null>((best, r) => (best === null || r.intentsPerSecond > best.intentsPerSecond ? r : best), null);

@@ -36,7 +36,11 @@ export function parseWith<S extends z.ZodType>(schema: S, input: unknown): Parse
   return { ok: false, issues: r.error.issues.map((i) => ({ path: issuePath(i.path), message: i.message })) };
 }
 
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/**
+ * A UTF-16 surrogate without its pair: no Unicode text holds one, and UTF-8 has no form
+ * for it (text hashed as UTF-8 would hash it as U+FFFD, so that two texts had one hash).
+ */
+export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
 /**

@@ -6,18 +6,12 @@
  */
 import { z } from 'zod';
 import {
-  AccountId, AgentUri, Comment, Currency, Entry, IntentAction, Issuer, LIMITS, PartyId, PolicyId, Sha256Hex, issuePath,
+  AccountId, AgentUri, Comment, Currency, Entry, IntentAction, Issuer, LIMITS, PartyId, PolicyId, Sha256Hex, LONE_SURROGATE, issuePath,
   TransactionId, UsageId, UsageMove,
 } from '@apl/core';
 import { STATUS } from './errors.js';
 import { MEMBER_ID, MEMBER_ID_PHRASE, MemberAddresses } from './membership.js';
 
-/**
- * A UTF-16 surrogate without its pair. The justification is hashed as UTF-8, where
- * such a code unit has no form: it would be hashed as U+FFFD, so that two different
- * justifications had one hash.
- */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const UNICODE_PHRASE = 'must be Unicode text, which a lone surrogate (an escape such as \\ud800 without its pair) is not';
 
 /** The intent envelope of POST /api/v1/intents. `agent` is checked apart (422 invalid_agent_uri). */

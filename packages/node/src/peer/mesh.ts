@@ -162,8 +162,8 @@ const CLUSTER_KEY = 'apl-cluster';
 const SUPERSEDED_KEY = 'apl-superseded';
 /** the refusals of an earlier start of one member are logged at most once in this time. */
 const SUPERSEDED_LOG_MS = 10_000;
-/** the (member, cluster) pairs whose last refusal is remembered, so that many misaddressed processes keep the map small. */
-const FOREIGN_LOGGED_MAX = 64;
+/** the callers whose last refusal is remembered (refuseRepeated), so that many misaddressed processes keep the map small. */
+const REFUSALS_LOGGED_MAX = 64;
 
 /** Which start of a member a process is: its data directory's start count, and a random tag. */
 export interface Incarnation {
@@ -272,10 +272,8 @@ export class PeerMesh {
   readonly tag = randomBytes(8).toString('hex');
   /** by member: the latest start of it heard from */
   private readonly heard = new Map<NodeId, Heard>();
-  /** when a call of another cluster was last logged, by its member and cluster: once in SUPERSEDED_LOG_MS each. */
-  private readonly foreignLogged = new Map<string, number>();
-  /** when a call under a certificate of no member in force was last logged, by the name it gives: once in SUPERSEDED_LOG_MS each. */
-  private readonly unknownLogged = new Map<string, number>();
+  /** when a refusal that a caller repeats was last logged, by reason and caller: once in SUPERSEDED_LOG_MS each (refuseRepeated). */
+  private readonly refusalLogged = new Map<string, number>();
   /** the port the listener bound (the configured one, or the one the system chose for 0). */
   port = 0;
 
@@ -395,16 +393,10 @@ export class PeerMesh {
   private caller(call: Pick<grpc.ServerUnaryCall<unknown, unknown>, 'getAuthContext' | 'getPeer'>): { id: NodeId } | { refused: grpc.StatusObject } {
     const name = certificateName(call.getAuthContext().sslPeerCertificate);
     if (name === null || name === this.o.self || !this.memberIds.has(name)) {
-      // A primary calls again about ten times a second: counted each time, logged once in a while.
-      const key = name ?? '';
-      const now = Date.now();
-      if (now - (this.unknownLogged.get(key) ?? -Infinity) >= SUPERSEDED_LOG_MS) {
-        if (this.unknownLogged.size >= FOREIGN_LOGGED_MAX) this.unknownLogged.clear();
-        this.unknownLogged.set(key, now);
-        this.refuse('unknown_member', { peer: call.getPeer(), ...(name === null ? {} : { member: name }) },
-          'a peer call under a certificate that names no other member in force was refused. A member added since this one last heard is known here once the log that adds it arrives; '
-          + 'but a member waiting to join knows only the members its configuration lists: when the caller is a member in force (apl cluster status names them), list it, with its addresses, in this member\'s members and start it again');
-      } else this.o.metrics.peerRefused.inc({ reason: 'unknown_member' });
+      // A primary calls again about ten times a second.
+      this.refuseRepeated(name ?? '', 'unknown_member', { peer: call.getPeer(), ...(name === null ? {} : { member: name }) },
+        'a peer call under a certificate that names no other member in force was refused. A member added since this one last heard is known here once the log that adds it arrives; '
+        + 'but a member waiting to join knows only the members its configuration lists: when the caller is a member in force (apl cluster status names them), list it, with its addresses, in this member\'s members and start it again');
       return { refused: denied(refusalDetails(name, this.o.self)) };
     }
     return { id: name };
@@ -426,14 +418,8 @@ export class PeerMesh {
     const cluster = call.metadata.get(CLUSTER_KEY);
     if (cluster.length > 0 && cluster[0] !== this.o.clusterId) {
       const theirs = String(cluster[0]);
-      // Its process calls again at every reconnect: counted each time, logged once in a while.
-      const key = `${from} ${theirs}`;
-      const now = Date.now();
-      if (now - (this.foreignLogged.get(key) ?? -Infinity) >= SUPERSEDED_LOG_MS) {
-        if (this.foreignLogged.size >= FOREIGN_LOGGED_MAX) this.foreignLogged.clear();
-        this.foreignLogged.set(key, now);
-        this.refuse('foreign_cluster', { from, peer: call.getPeer(), cluster: theirs }, 'a peer call of another cluster was refused');
-      } else this.o.metrics.peerRefused.inc({ reason: 'foreign_cluster' });
+      // Its process calls again at every reconnect.
+      this.refuseRepeated(`${from} ${theirs}`, 'foreign_cluster', { from, peer: call.getPeer(), cluster: theirs }, 'a peer call of another cluster was refused');
       return { refused: denied(`this is ${this.o.self} of cluster ${this.o.clusterId}, and the call is of cluster ${theirs}: a peer address of another cluster points here`) };
     }
     const named = call.metadata.get(INCARNATION_KEY);
@@ -542,6 +528,19 @@ export class PeerMesh {
   private refuse(reason: string, detail: Record<string, unknown>, text: string): void {
     this.o.metrics.peerRefused.inc({ reason });
     this.o.log.warn({ event: 'peer_refused', reason, ...detail }, text);
+  }
+
+  /** A refusal its caller repeats (`caller` names it): counted each time, logged once in SUPERSEDED_LOG_MS. */
+  private refuseRepeated(caller: string, reason: string, detail: Record<string, unknown>, text: string): void {
+    const key = `${reason} ${caller}`;
+    const now = Date.now();
+    if (now - (this.refusalLogged.get(key) ?? -Infinity) < SUPERSEDED_LOG_MS) {
+      this.o.metrics.peerRefused.inc({ reason });
+      return;
+    }
+    if (this.refusalLogged.size >= REFUSALS_LOGGED_MAX) this.refusalLogged.clear();
+    this.refusalLogged.set(key, now);
+    this.refuse(reason, detail, text);
   }
 
   private async onSnapshot(call: grpc.ServerReadableStream<WireChunk, SnapshotAck>, done: grpc.sendUnaryData<SnapshotAck>): Promise<void> {
